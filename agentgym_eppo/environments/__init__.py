@@ -1,0 +1,1 @@
+"""One sub-package per AgentBench task: os, db, kg, alfworld, webshop."""

@@ -1,0 +1,1 @@
+"""GRPO/RLOO with the EPPO pacer: advantages, losses, clip policies, rollouts, CLI."""

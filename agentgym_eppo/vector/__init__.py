@@ -1,0 +1,1 @@
+"""MultiTaskVectorEnv and its worker back-ends."""

@@ -1,0 +1,1 @@
+"""Gymnasium wrappers and adapters for third-party RL libraries."""

@@ -1,0 +1,1 @@
+"""Reproducible measurements; each ``bench_<name>.py`` writes ``results/<name>.md``."""

@@ -1,0 +1,224 @@
+"""The shared environment contract, exercised through a minimal task defined here.
+
+The task ("say the secret word") exists only to pin the base class's behaviour: turn
+limit, abort penalty, feedback mode, info keys, seeding and options.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from agentgym_eppo.core import (
+    ABORT_PENALTY,
+    AgentBenchEnv,
+    AgentValidationFailed,
+    FunctionCall,
+    Status,
+    TaskRecord,
+    TaskSet,
+    ToolResult,
+    UnicodeText,
+    string_tool,
+)
+
+
+@dataclass(frozen=True)
+class SecretRecord(TaskRecord):
+    secret: str
+
+
+class SecretEnv(AgentBenchEnv[SecretRecord]):
+    task_id = "secret"
+    tools = (
+        string_tool("say", "Say a word.", word="the word"),
+        string_tool("peek", "Peek at a slot.", slot="#k"),
+        string_tool("crash", "Break the backend.", why="reason"),
+    )
+    default_max_turns = 3
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.ended = 0
+
+    def _load_tasks(self, tasks: str | Sequence[Any] | None, split: str) -> TaskSet[SecretRecord]:
+        words = ["alpha", "beta", "gamma"] if split == "train" else ["delta"]
+        return TaskSet([SecretRecord(f"{split}-{i}", w) for i, w in enumerate(words)])
+
+    def _begin_episode(self, record: SecretRecord) -> str:
+        return f"Guess the word of {record.sample_id}."
+
+    def _run_tool(self, call: FunctionCall) -> ToolResult:
+        if call.name == "peek":
+            raise AgentValidationFailed(f"no slot {call.arguments['slot']}")
+        if call.name == "crash":
+            raise ConnectionError("backend went away")
+        word = call.arguments["word"]
+        if word == "long":
+            return ToolResult("x" * 5000)
+        if word == self.record.secret:
+            return ToolResult("right", done=True, reward=1.0)
+        return ToolResult(f"not {word}")
+
+    def _end_episode(self) -> None:
+        self.ended += 1
+
+    def expert_action(self) -> dict[str, Any]:
+        return {"name": "say", "arguments": {"word": self.record.secret}}
+
+    @property
+    def system_prompt(self) -> str:
+        return "Find the secret word."
+
+
+def say(word: str) -> dict[str, Any]:
+    return {"name": "say", "arguments": {"word": word}}
+
+
+def test_reset_info_carries_the_contract_keys() -> None:
+    env = SecretEnv()
+    obs, info = env.reset(seed=0, options={"index": 1})
+    assert obs == "Guess the word of train-1."
+    assert info["task_id"] == "secret"
+    assert info["sample_id"] == "train-1"
+    assert info["max_turns"] == 3
+    assert info["turn"] == 0
+    assert info["status"] == "running"
+    assert info["system_prompt"] == "Find the secret word."
+    assert [tool["function"]["name"] for tool in info["tools"]] == ["say", "peek", "crash"]
+
+
+def test_expert_completes_with_reward_one() -> None:
+    env = SecretEnv()
+    env.reset(options={"sample_id": "train-2"})
+    obs, reward, terminated, truncated, info = env.step(env.expert_action())
+    assert (obs, reward, terminated, truncated) == ("right", 1.0, True, False)
+    assert info["status"] == "completed" and info["success"] is True and info["score"] == 1.0
+    assert env.ended == 1
+
+
+def test_turn_limit_truncates_with_abort_penalty() -> None:
+    env = SecretEnv()
+    env.reset(options={"index": 0})
+    for _ in range(2):
+        _, reward, terminated, truncated, info = env.step(say("nope"))
+        assert (reward, terminated, truncated, info["status"]) == (0.0, False, False, "running")
+    _, reward, terminated, truncated, info = env.step(say("nope"))
+    assert (reward, terminated, truncated) == (ABORT_PENALTY, False, True)
+    assert info["status"] == "task_limit_reached" and info["turn"] == 3 and info["success"] is False
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step(say("alpha"))
+
+
+def test_unparseable_call_aborts_by_default() -> None:
+    env = SecretEnv()
+    env.reset(options={"index": 0})
+    obs, reward, terminated, truncated, info = env.step("no call here")
+    assert obs.startswith("Invalid tool call: no tool call found")
+    assert (reward, terminated, truncated, info["status"]) == (
+        -0.2,
+        True,
+        False,
+        "agent_invalid_action",
+    )
+
+
+def test_bad_arguments_abort_as_validation_failed() -> None:
+    env = SecretEnv()
+    env.reset(options={"index": 0})
+    _, reward, _, _, info = env.step({"name": "say", "arguments": {}})
+    assert (reward, info["status"]) == (-0.2, "agent_validation_failed")
+
+
+def test_feedback_mode_returns_the_error_and_costs_a_turn() -> None:
+    env = SecretEnv(invalid_action="feedback")
+    env.reset(options={"index": 0})
+    obs, reward, terminated, truncated, info = env.step('{"name": "shout"}')
+    assert obs == "Invalid tool call: unknown tool 'shout'; available: say, peek, crash"
+    assert (reward, terminated, truncated, info["turn"]) == (0.0, False, False, 1)
+    assert "unknown tool" in info["invalid_action"]
+    _, reward, *_ = env.step(env.expert_action())
+    assert reward == 1.0
+
+
+def test_tool_raising_episode_end_uses_its_status() -> None:
+    env = SecretEnv()
+    env.reset(options={"index": 0})
+    obs, reward, terminated, _, info = env.step({"name": "peek", "arguments": {"slot": "#9"}})
+    assert (obs, reward, terminated, info["status"]) == (
+        "no slot #9",
+        -0.2,
+        True,
+        "agent_validation_failed",
+    )
+
+
+def test_unexpected_backend_exception_is_a_task_error_not_a_crash() -> None:
+    env = SecretEnv()
+    env.reset(options={"index": 0})
+    obs, reward, terminated, _, info = env.step({"name": "crash", "arguments": {"why": "x"}})
+    assert obs == "Task error: ConnectionError: backend went away"
+    assert (reward, terminated, info["status"]) == (-0.2, True, "task_error")
+    assert env.ended == 1
+
+
+def test_output_is_truncated_to_the_limit() -> None:
+    env = SecretEnv(output_limit=100)
+    env.reset(options={"index": 0})
+    obs, *_ = env.step(say("long"))
+    assert len(obs) == 100 and obs.endswith("[TRUNCATED]")
+
+
+def test_abort_from_outside_ends_with_the_given_status() -> None:
+    env = SecretEnv()
+    env.reset(options={"index": 0})
+    _, reward, terminated, _, info = env.abort(Status.AGENT_CONTEXT_LIMIT)
+    assert (reward, terminated, info["status"]) == (-0.2, True, "agent_context_limit")
+    with pytest.raises(ValueError, match="abnormal status"):
+        env.reset()
+        env.abort(Status.COMPLETED)
+
+
+def test_seed_picks_the_same_instance_and_split_option_switches_sets() -> None:
+    first = [SecretEnv().reset(seed=7)[1]["sample_id"] for _ in range(3)]
+    assert len(set(first)) == 1
+    env = SecretEnv()
+    _, info = env.reset(options={"split": "dev"})
+    assert info["sample_id"] == "dev-0" and env.num_tasks == 1
+
+
+def test_reset_mid_episode_releases_the_previous_episode() -> None:
+    env = SecretEnv()
+    env.reset(options={"index": 0})
+    env.reset(options={"index": 1})
+    assert env.ended == 1
+    env.close()
+    assert env.ended == 2
+
+
+def test_bad_constructor_and_option_values_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="invalid_action must be"):
+        SecretEnv(invalid_action="ignore")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="split must be one of"):
+        SecretEnv().reset(options={"split": "validation"})
+    with pytest.raises(IndexError, match=r"index 5 out of range 0..2"):
+        SecretEnv().reset(options={"index": 5})
+    with pytest.raises(KeyError, match="no task with sample_id"):
+        SecretEnv().reset(options={"sample_id": "nope"})
+
+
+def test_text_space_accepts_real_text_and_pickles_small() -> None:
+    space = UnicodeText()
+    assert space.contains("ls: cannot access 'é' — ✓\n") and space.contains("")
+    assert not space.contains(3)
+    assert len(pickle.dumps(space)) < 10_000
+    assert space.contains(space.sample())
+
+
+def test_gymnasium_check_env_passes() -> None:
+    check_env(SecretEnv(), skip_render_check=True)
