@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from ...core import FunctionCall, ToolSpec, string_tool, validate_call
-from .queries import ENTITY_ID, RELATION_NAME
+from .queries import FREEBASE_ID
 
 VARIABLE_TOOLS = ("get_neighbors", "intersection", "argmax", "argmin", "count")
 """The tools whose result becomes the next variable ``#k``."""
@@ -86,7 +86,7 @@ def entity_id_for(value: str, entities: Mapping[str, str]) -> str | None:
     """The entity id an argument names (a name from the question or an id), else None."""
     if value in entities:
         return entities[value]
-    return value if ENTITY_ID.fullmatch(value) else None
+    return value if FREEBASE_ID.fullmatch(value) else None
 
 
 def final_answer_in(text: str) -> str | None:
@@ -136,7 +136,7 @@ def check_gold_actions(actions: Sequence[str], entities: Mapping[str, str]) -> l
 def _check_arguments(call: FunctionCall, created: int, entities: Mapping[str, str]) -> None:
     for key, value in call.arguments.items():
         if key in ("relation", "attribute"):
-            if not RELATION_NAME.fullmatch(value):
+            if not FREEBASE_ID.fullmatch(value):
                 raise ValueError(
                     f"{key} {value!r} is not a property name like domain.type.property"
                 )

@@ -401,10 +401,14 @@ def build_graph(config: GraphConfig = GraphConfig(), seed: int = 0) -> MiniFreeb
 
     pool = people[:]
     rng.shuffle(pool)
-    directors, actors = pool[:260], pool[200:1400]  # 60 people both act and direct
-    artists = pool[1400 : 1400 + config.artists]
-    athletes = pool[1900:2650]
-    founders = pool[2650:3100]
+    size = len(pool)
+
+    def share(start: float, end: float) -> list[str]:
+        return pool[int(start * size) : int(end * size)]
+
+    directors, actors = share(0, 0.076), share(0.059, 0.41)  # a few people act and direct
+    artists = pool[int(0.41 * size) : int(0.41 * size) + config.artists]
+    athletes, founders = share(0.56, 0.78), share(0.78, 0.91)
     for group, type_name in (
         (directors, s.DIRECTOR),
         (actors, s.ACTOR),

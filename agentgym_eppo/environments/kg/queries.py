@@ -33,10 +33,12 @@ LITERAL_TYPES = (*NUMERIC_TYPES, "type.text", "type.boolean", "type.rawstring", 
 """Expected types whose values are literals: such properties are never relations."""
 
 _NAME = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*", re.ASCII)
-ENTITY_ID = re.compile(r"[mgf]\.[A-Za-z0-9_]+", re.ASCII)
-"""A Freebase-style entity id (``m.0abc``): what an argument may be besides ``#k`` or a name."""
-RELATION_NAME = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+){2,}", re.ASCII)
-"""A property name ``domain.type.property`` (Freebase's three or more dotted parts)."""
+FREEBASE_ID = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)+", re.ASCII)
+"""A Freebase id: a mid such as ``m.0abc``, or a dotted schema name such as ``common.topic``
+or ``film.film.genre``. Entity arguments (besides ``#k`` and names from the question)
+and relation/attribute names must have this shape; AgentBench's gold data passes
+schema nodes like ``common.topic`` as entities, and Freebase has two-part properties
+such as ``topic_server.population_number``."""
 
 
 def is_safe_name(name: str) -> bool:
@@ -137,11 +139,10 @@ def names(entity_ids: Iterable[str], namespace: str) -> str:
 
 
 __all__ = [
-    "ENTITY_ID",
+    "FREEBASE_ID",
     "FREEBASE_NS",
     "LITERAL_TYPES",
     "NUMERIC_TYPES",
-    "RELATION_NAME",
     "Program",
     "attributes",
     "count",
