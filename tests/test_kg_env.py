@@ -18,7 +18,6 @@ from kg_fixtures import (
     DIRECTOR_ID,
     FIRST,
     SECOND,
-    THIRD,
     call,
     tiny_task,
     write_tiny_graph,
