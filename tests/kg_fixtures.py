@@ -1,4 +1,4 @@
-"""Shared pieces of the KG tests: a tiny hand-made graph and a real SPARQL server.
+"""Shared pieces of the KG tests: a tiny hand-made graph and tool-call helpers.
 
 The tiny graph (three films by one director, two actors) is small enough that every
 expected observation in the tests can be checked by eye; it is written with the
@@ -7,16 +7,6 @@ generator's own serialiser, so it carries the real schema triples.
 
 from __future__ import annotations
 
-import contextlib
-import gzip
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -82,62 +72,3 @@ def tiny_task(**overrides: Any) -> dict[str, Any]:
 
 def call(name: str, **arguments: str) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def oxigraph_binary() -> str | None:
-    """The ``oxigraph`` server CLI from the ``oxigraph`` wheel, beside this Python or on PATH."""
-    beside = Path(sys.executable).parent / "oxigraph"
-    return str(beside) if beside.is_file() else shutil.which("oxigraph")
-
-
-@contextlib.contextmanager
-def oxigraph_server(graph_file: Path, binary: str) -> Iterator[str]:
-    """Serve ``graph_file`` from a real Oxigraph server on loopback; yield its query URL."""
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [binary, "serve", "--bind", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        _wait_until_up(base, process)
-        data = graph_file.read_bytes()
-        if graph_file.name.endswith(".gz"):
-            data = gzip.decompress(data)
-        upload = urllib.request.Request(
-            f"{base}/store?default",
-            data=data,
-            headers={"Content-Type": "application/n-triples"},
-            method="POST",
-        )
-        with urllib.request.urlopen(upload, timeout=120) as response:
-            assert response.status in (200, 201, 204)
-        yield f"{base}/query"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-
-def _wait_until_up(base: str, process: subprocess.Popen[bytes], limit: float = 30.0) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            stderr = process.stderr.read().decode() if process.stderr else ""
-            raise RuntimeError(f"oxigraph serve exited with {process.returncode}: {stderr}")
-        try:
-            with urllib.request.urlopen(f"{base}/query?query=ASK%7B%7D", timeout=2):
-                return
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.1)
-    raise RuntimeError(f"oxigraph serve did not come up on {base} within {limit} s")

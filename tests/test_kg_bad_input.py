@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kg_fixtures import call, free_port, tiny_task, write_tiny_graph
+from kg_fixtures import call, tiny_task, write_tiny_graph
 
 from agentgym_eppo.environments.kg import KGEnv
 from agentgym_eppo.environments.kg.generator import write_graph
 from agentgym_eppo.environments.kg.queries import FREEBASE_NS, iri
+from agentgym_eppo.environments.kg.server import free_port
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kg_fixtures import call, oxigraph_binary, oxigraph_server
+from kg_fixtures import call
 
 from agentgym_eppo.environments.kg import KGEnv
+from agentgym_eppo.environments.kg.server import oxigraph_binary, serve_graph
 from agentgym_eppo.environments.kg.tasks import shipped_graph_path
 
 
@@ -23,7 +24,7 @@ def endpoint() -> Iterator[str]:
     binary = oxigraph_binary()
     if binary is None:
         pytest.skip("the Oxigraph server is not installed: pip install oxigraph (dev extra)")
-    with oxigraph_server(shipped_graph_path(), binary) as url:
+    with serve_graph(shipped_graph_path(), binary=binary) as url:
         yield url
 
 
