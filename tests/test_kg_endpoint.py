@@ -1,9 +1,11 @@
 """The KG env through a real SPARQL server on loopback gives what the embedded store gives.
 
-The fixture starts Oxigraph's own server (``oxigraph serve``, shipped in the ``oxigraph``
-wheel of the dev extra), uploads the shipped graph over the SPARQL Graph Store
-protocol, and stops the server afterwards. The same query builder serves both
-backends, so every dev question must give identical observations, rewards and infos.
+The fixture starts a real server, loads the shipped graph and stops the server
+afterwards: Oxigraph's own (``oxigraph serve``, from the ``oxigraph`` wheel of the dev
+extra) and OpenLink Virtuoso, AgentBench's Freebase server (Debian's
+``virtuoso-opensource-7-bin``; skipped when absent). The same query builder serves
+every backend, so every dev question must give identical observations, rewards and
+infos.
 """
 
 from __future__ import annotations
@@ -15,17 +17,31 @@ import pytest
 from kg_fixtures import call
 
 from agentgym_eppo.environments.kg import KGEnv
-from agentgym_eppo.environments.kg.server import oxigraph_binary, serve_graph
+from agentgym_eppo.environments.kg.server import (
+    oxigraph_binary,
+    serve_graph,
+    serve_graph_with_virtuoso,
+    virtuoso_binaries,
+)
 from agentgym_eppo.environments.kg.tasks import shipped_graph_path
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    binary = oxigraph_binary()
-    if binary is None:
-        pytest.skip("the Oxigraph server is not installed: pip install oxigraph (dev extra)")
-    with serve_graph(shipped_graph_path(), binary=binary) as url:
-        yield url
+@pytest.fixture(
+    scope="module",
+    params=["oxigraph", pytest.param("virtuoso", marks=pytest.mark.slow)],
+)
+def endpoint(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "oxigraph":
+        binary = oxigraph_binary()
+        if binary is None:
+            pytest.skip("the Oxigraph server is not installed: pip install oxigraph (dev extra)")
+        with serve_graph(shipped_graph_path(), binary=binary) as url:
+            yield url
+    else:
+        if virtuoso_binaries() is None:
+            pytest.skip("Virtuoso is not installed: apt-get install virtuoso-opensource-7-bin")
+        with serve_graph_with_virtuoso(shipped_graph_path()) as url:
+            yield url
 
 
 def episode(env: KGEnv, index: int, detour: bool = False) -> list[Any]:
@@ -71,5 +87,5 @@ def test_endpoint_http_error_is_a_task_error(endpoint: str) -> None:
     env = KGEnv(split="dev", sparql_endpoint=broken, endpoint_timeout=5)
     env.reset(options={"index": 0})
     obs, reward, terminated, _, info = env.step(env.expert_action())
-    assert obs.startswith(f"SPARQL endpoint {broken} answered HTTP 404")
+    assert obs.startswith(f"SPARQL endpoint {broken} answered HTTP 404: ")
     assert (reward, terminated, info["status"]) == (-0.2, True, "task_error")
