@@ -1,7 +1,8 @@
 """KG backends side by side: graph load time and latency per tool call.
 
 Backends: the embedded pyoxigraph store (our default), rdflib (the pure-Python
-store), and a SPARQL endpoint on loopback (Oxigraph's server, reached over HTTP).
+store), and SPARQL endpoints on loopback reached over HTTP: Oxigraph's server and,
+when installed, OpenLink Virtuoso (AgentBench's own Freebase server).
 Every backend answers the same queries (one query builder), so the numbers compare
 stores, not query plans. Latency is measured end to end through ``env.step``, on the
 expert's episodes of the shipped dev questions (rdflib on a subset: it is slow).
@@ -17,12 +18,18 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
 from agentgym_eppo.environments.kg import KGEnv
-from agentgym_eppo.environments.kg.server import oxigraph_binary, serve_graph
+from agentgym_eppo.environments.kg.server import (
+    oxigraph_binary,
+    serve_graph,
+    serve_graph_with_virtuoso,
+    virtuoso_binaries,
+)
 from agentgym_eppo.environments.kg.store import OxigraphStore, RdflibStore
 from agentgym_eppo.environments.kg.tasks import shipped_graph_path
 
@@ -63,18 +70,24 @@ def main() -> None:
         "rdflib (embedded)": (KGEnv(split="dev", store="rdflib"), RDFLIB_QUESTIONS),
     }
     latencies = {name: _tool_latencies(env, count) for name, (env, count) in envs.items()}
+    questions = {name: count for name, (_, count) in envs.items()}
+    servers: dict[str, Callable[[], AbstractContextManager[str]]] = {}
     binary = oxigraph_binary()
     if binary is not None:
-        name = "Oxigraph server (SPARQL over HTTP, loopback)"
+        servers["Oxigraph server (HTTP)"] = lambda: serve_graph(graph, binary=binary)
+    if virtuoso_binaries() is not None:
+        servers["Virtuoso 7 (HTTP)"] = lambda: serve_graph_with_virtuoso(graph)
+    for name, serve in servers.items():
         load[name] = []
         for _ in range(3):
             started = time.perf_counter()
-            with serve_graph(graph, binary=binary) as url:
+            with serve():
                 load[name].append(time.perf_counter() - started)
-        with serve_graph(graph, binary=binary) as url:
+        with serve() as url:
             latencies[name] = _tool_latencies(KGEnv(split="dev", sparql_endpoint=url), 200)
+        questions[name] = 200
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(_report(triples, load, latencies, {n: c for n, (_, c) in envs.items()}))
+    RESULTS.write_text(_report(triples, load, latencies, questions))
     print(RESULTS.read_text())
 
 
@@ -114,13 +127,15 @@ def _report(
         lines.append(f"| {name} | {len(runs)} | {median:.3f} | {median / base_load:.1f}x |")
     lines += [
         "",
-        "For the server: start `oxigraph serve`, wait until it answers, upload the graph over HTTP.",
+        "For a server: start it, wait until it answers, load the graph (Oxigraph: upload over",
+        "HTTP into memory; Virtuoso: create a fresh database, then its bulk loader `ld_dir` +",
+        "`rdf_loader_run`). Both listen on loopback only.",
         "",
         "## Latency per tool call through `env.step` (median milliseconds)",
         "",
         "Expert episodes of the dev questions ("
         + ", ".join(f"{name}: {count}" for name, count in questions.items())
-        + ", server: 200).",
+        + " questions).",
         "",
         "`get_neighbors`, `intersection`, `argmax`, `argmin` and `count` build a program and query",
         "nothing (AgentBench's lazy variables; `get_neighbors` only looks up the relation's range",
