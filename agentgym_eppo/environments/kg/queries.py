@@ -21,7 +21,7 @@ import itertools
 import re
 from collections.abc import Iterable, Iterator
 
-from .variables import And, Count, Entity, Join, Program, SetProgram, Superlative
+from .variables import And, Count, Entity, Join, SetProgram, Superlative
 
 FREEBASE_NS = "http://rdf.freebase.com/ns/"
 EXPECTED_TYPE = "type.property.expected_type"
@@ -136,20 +136,3 @@ def names(entity_ids: Iterable[str], namespace: str) -> str:
         f"SELECT ?e ?name WHERE {{ VALUES ?e {{ {values} }} ?e {iri(namespace, NAME)} ?name . "
         "FILTER(LANG(?name) = '' || LANGMATCHES(LANG(?name), 'en')) }"
     )
-
-
-__all__ = [
-    "FREEBASE_ID",
-    "FREEBASE_NS",
-    "LITERAL_TYPES",
-    "NUMERIC_TYPES",
-    "Program",
-    "attributes",
-    "count",
-    "expected_type",
-    "iri",
-    "is_safe_name",
-    "members",
-    "names",
-    "relations",
-]

@@ -102,10 +102,10 @@ class KGSession:
         arguments = call.arguments
         name = call.name
         if name == "get_relations":
-            program = self._source(name, arguments["variable"], allow_entity=True)
+            program = self._source(name, arguments["variable"])
             return _listing(self._relations_of(program))
         if name == "get_neighbors":
-            program = self._source(name, arguments["variable"], allow_entity=True)
+            program = self._source(name, arguments["variable"])
             relation = arguments["relation"]
             if relation not in self._relations_of(program):
                 raise ToolError(
@@ -136,14 +136,13 @@ class KGSession:
             return self._new(Variable(variable.type, program))
         if name == "count":
             variable = self._set_variable(name, arguments["variable"])
-            new = Variable(NUMBER_TYPE, Count(variable.set_program))
-            self.variables.append(new)
-            return f"Observation: variable #{len(self.variables) - 1}, which is a number"
+            return self._new(Variable(NUMBER_TYPE, Count(variable.set_program)))
         raise ToolError(f"{name} is not a knowledge-graph tool")
 
     def _new(self, variable: Variable) -> str:
         self.variables.append(variable)
-        return f"Observation: variable #{len(self.variables) - 1}, which are instances of {variable.type}"
+        what = "is a number" if variable.is_number else f"are instances of {variable.type}"
+        return f"Observation: variable #{len(self.variables) - 1}, which {what}"
 
     # ------------------------------------------------------------------ arguments
 
@@ -161,10 +160,11 @@ class KGSession:
             )
         return index
 
-    def _source(self, tool: str, value: str, *, allow_entity: bool) -> SetProgram:
+    def _source(self, tool: str, value: str) -> SetProgram:
+        """A variable's program, or the entity an argument names (question name or id)."""
         if value.strip().startswith("#"):
             return self._set_variable(tool, value).set_program
-        entity_id = entity_id_for(value, self.entities) if allow_entity else None
+        entity_id = entity_id_for(value, self.entities)
         if entity_id is None:
             raise ToolError(
                 f"{tool}: variable must be a variable or an entity, got {_shorten(value)!r}"
