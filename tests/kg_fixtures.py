@@ -11,7 +11,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from agentgym_eppo.environments.kg.generator import MiniFreebase, graph_triples, write_graph
+from agentgym_eppo.environments.kg.graph import MiniFreebase, graph_triples, write_graph
 from agentgym_eppo.environments.kg.schema import ACTOR, DIRECTOR, FILM, PERSON
 
 DIRECTOR_ID, ACTOR_BO, ACTOR_CY = "m.0dir1", "m.0act1", "m.0act2"

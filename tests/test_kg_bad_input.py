@@ -18,7 +18,7 @@ import pytest
 from kg_fixtures import call, tiny_task, write_tiny_graph
 
 from agentgym_eppo.environments.kg import KGEnv
-from agentgym_eppo.environments.kg.generator import write_graph
+from agentgym_eppo.environments.kg.graph import write_graph
 from agentgym_eppo.environments.kg.queries import FREEBASE_NS, iri
 from agentgym_eppo.environments.kg.server import free_port
 

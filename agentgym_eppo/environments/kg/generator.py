@@ -10,270 +10,30 @@
 Same seed, same bytes. The graph covers places, people, film, music, sports and
 organisations: typed entities with English names, relations in both directions,
 numeric and date attributes (measures carry units in the schema), and the schema
-triples of every property (:mod:`.schema`).
+triples of every property (:mod:`.schema`). Each domain is drawn by its own function,
+in a fixed order, from one seeded RNG.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import random
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
 from ...core import asset_path, write_jsonl_gz
+from . import naming
 from . import schema as s
-from .queries import EXPECTED_TYPE, FREEBASE_NS, NAME, OBJECT_TYPE
+from .graph import MiniFreebase, graph_triples, write_graph
 from .questions import generate_questions, split_questions
 from .tasks import GRAPH_FILE
-
-Value = int | float | date
-
-_XSD = "http://www.w3.org/2001/XMLSchema#"
-_ID_ALPHABET = "0123456789bcdfghjklmnpqrstvwxyz_"
-_SYLLABLES = (
-    "ka",
-    "lo",
-    "mi",
-    "ra",
-    "ven",
-    "dor",
-    "sel",
-    "tha",
-    "bri",
-    "mo",
-    "na",
-    "el",
-    "ar",
-    "is",
-    "un",
-    "fe",
-    "gal",
-    "tor",
-    "lin",
-    "sa",
-    "qu",
-    "ber",
-    "cal",
-    "den",
-    "fi",
-    "go",
-    "har",
-    "jo",
-    "kel",
-    "mar",
-    "nor",
-    "pel",
-    "ros",
-    "sten",
-    "tri",
-    "val",
-    "wen",
-    "yor",
-    "zan",
-)
-_CITY_SUFFIXES = (
-    "ford",
-    "holm",
-    "ville",
-    "burg",
-    "port",
-    "stad",
-    "mouth",
-    "field",
-    "haven",
-    "dale",
-)
-_COUNTRY_SUFFIXES = ("ia", "land", "stan", "mark", "ora", "via", "onia", "esh")
-_ADJECTIVES = (
-    "Silent",
-    "Crimson",
-    "Hidden",
-    "Broken",
-    "Golden",
-    "Last",
-    "Frozen",
-    "Distant",
-    "Burning",
-    "Quiet",
-    "Wild",
-    "Hollow",
-    "Electric",
-    "Bitter",
-    "Endless",
-    "Lonely",
-    "Scarlet",
-    "Velvet",
-    "Iron",
-    "Paper",
-    "Midnight",
-    "Savage",
-    "Gentle",
-    "Fading",
-)
-_NOUNS = (
-    "River",
-    "Empire",
-    "Garden",
-    "Harbor",
-    "Mirror",
-    "Storm",
-    "Tide",
-    "Crown",
-    "Shadow",
-    "Orchard",
-    "Lantern",
-    "Frontier",
-    "Summer",
-    "Winter",
-    "Signal",
-    "Island",
-    "Kingdom",
-    "Machine",
-    "Letter",
-    "Promise",
-    "Horizon",
-    "Canyon",
-    "Voyage",
-    "Engine",
-    "Cathedral",
-    "Meadow",
-    "Echo",
-    "Compass",
-    "Desert",
-    "Ember",
-)
-_MASCOTS = (
-    "Falcons",
-    "Wolves",
-    "Comets",
-    "Titans",
-    "Rangers",
-    "Pilots",
-    "Herons",
-    "Bears",
-    "Mariners",
-    "Foxes",
-    "Stallions",
-    "Hornets",
-    "Royals",
-    "Giants",
-    "Rovers",
-    "Owls",
-    "Sharks",
-    "Miners",
-    "Knights",
-    "Storm",
-)
-_VENUES = ("Arena", "Stadium", "Park", "Field", "Dome", "Grounds")
-_COMPANY_WORDS = (
-    "Kestrel",
-    "Northwind",
-    "Bluestone",
-    "Ironleaf",
-    "Brightwater",
-    "Silverline",
-    "Redfern",
-    "Oakridge",
-    "Summit",
-    "Harbor",
-    "Pinecrest",
-    "Stonegate",
-    "Clearview",
-    "Evergreen",
-    "Granite",
-    "Copperfield",
-    "Westbrook",
-    "Lakeside",
-)
-_COMPANY_SUFFIXES = (
-    "Dynamics",
-    "Systems",
-    "Holdings",
-    "Works",
-    "Labs",
-    "Group",
-    "Partners",
-    "Industries",
-)
-_FILM_GENRES = (
-    "Drama",
-    "Comedy",
-    "Thriller",
-    "Horror",
-    "Romance",
-    "Documentary",
-    "Western",
-    "Musical",
-    "Animation",
-    "Adventure",
-    "Mystery",
-    "Fantasy",
-    "War",
-    "Crime",
-    "Biography",
-    "Satire",
-)
-_MUSIC_GENRES = (
-    "Jazz",
-    "Blues",
-    "Folk",
-    "Techno",
-    "Soul",
-    "Reggae",
-    "Punk",
-    "Opera",
-    "Ambient",
-    "Gospel",
-    "Funk",
-    "Grunge",
-    "Bluegrass",
-    "Disco",
-)
-_PROFESSIONS = (
-    "Actor",
-    "Film director",
-    "Singer",
-    "Composer",
-    "Athlete",
-    "Coach",
-    "Engineer",
-    "Physician",
-    "Lawyer",
-    "Architect",
-    "Journalist",
-    "Painter",
-    "Novelist",
-    "Entrepreneur",
-    "Chemist",
-    "Teacher",
-    "Economist",
-    "Photographer",
-)
-_SPORTS = ("Football", "Basketball", "Ice hockey", "Baseball", "Rugby", "Volleyball")
-_INDUSTRIES = (
-    "Software",
-    "Banking",
-    "Aerospace",
-    "Retail",
-    "Biotechnology",
-    "Shipping",
-    "Mining",
-    "Telecommunications",
-    "Publishing",
-    "Energy",
-    "Insurance",
-    "Automotive",
-    "Agriculture",
-)
 
 
 @dataclass(frozen=True)
 class GraphConfig:
-    """How many entities of each kind the graph holds (the defaults give ~100k triples)."""
+    """How many entities of each kind the graph holds (the defaults give ~97k triples)."""
 
     countries: int = 50
     cities_per_country: int = 9
@@ -287,45 +47,27 @@ class GraphConfig:
     organizations: int = 450
 
 
-@dataclass
-class MiniFreebase:
-    """The generated graph in memory: names, types, edges (both ways) and attribute values."""
-
-    names: dict[str, str] = field(default_factory=dict)
-    types: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    edges: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
-    values: dict[tuple[str, str], Value] = field(default_factory=dict)
-    by_type: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-
-    def neighbors(self, entity: str, relation: str) -> list[str]:
-        return self.edges.get((entity, relation), [])
-
-    def link(self, subject: str, relation: str, obj: str) -> None:
-        """Add ``subject relation obj`` and its reverse, once."""
-        if obj in self.edges[(subject, relation)]:
-            return
-        self.edges[(subject, relation)].append(obj)
-        self.edges[(obj, s.REVERSE_OF[relation])].append(subject)
-
-
 class _Builder:
-    """Draws entities, names and facts from one seeded RNG, in a fixed order."""
+    """Adds entities and facts to a :class:`MiniFreebase`, drawing from one seeded RNG."""
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
+        self.names = naming.Namer(rng)
         self.graph = MiniFreebase()
         self._ids: set[str] = set()
 
     def entity(self, name: str, *types: str) -> str:
-        while True:
-            entity_id = "m.0" + "".join(self.rng.choice(_ID_ALPHABET) for _ in range(5))
-            if entity_id not in self._ids:
-                break
+        while (entity_id := self.names.entity_id()) in self._ids:
+            pass
         self._ids.add(entity_id)
         self.graph.names[entity_id] = name
         for type_name in types:
             self.add_type(entity_id, type_name)
         return entity_id
+
+    def entities(self, count: int, draw: Callable[[], str], *types: str) -> list[str]:
+        """``count`` new entities of ``types``, with names from ``draw`` that are still free."""
+        return [self.entity(name, *types) for name in self.unique_names(count, draw)]
 
     def add_type(self, entity_id: str, type_name: str) -> None:
         if type_name not in self.graph.types[entity_id]:
@@ -343,11 +85,6 @@ class _Builder:
                 names.append(name)
         return names
 
-    def word(self, low: int, high: int) -> str:
-        return "".join(
-            self.rng.choice(_SYLLABLES) for _ in range(self.rng.randint(low, high))
-        ).capitalize()
-
     def day(self, first_year: int, last_year: int) -> date:
         start = date(first_year, 1, 1)
         return start + timedelta(days=self.rng.randrange((date(last_year, 12, 31) - start).days))
@@ -358,105 +95,109 @@ class _Builder:
 
 def build_graph(config: GraphConfig = GraphConfig(), seed: int = 0) -> MiniFreebase:
     """Generate the graph; the same ``config`` and ``seed`` give the same graph."""
-    b = _Builder(random.Random(seed))
-    rng, g = b.rng, b.graph
+    builder = _Builder(random.Random(seed))
+    countries, cities = _places(builder, config)
+    people = _people(builder, config, countries, cities)
+    roles = _roles(builder, config, people)
+    _films(builder, config, roles, countries)
+    _music(builder, config, roles[s.ARTIST], cities)
+    _sports(builder, config, roles[s.ATHLETE], cities)
+    _organizations(builder, config, roles[s.FOUNDER], cities)
+    return builder.graph
 
-    countries = [
-        b.entity(name, s.COUNTRY)
-        for name in b.unique_names(
-            config.countries, draw=lambda: b.word(1, 2) + rng.choice(_COUNTRY_SUFFIXES)
-        )
-    ]
+
+def _places(b: _Builder, config: GraphConfig) -> tuple[list[str], list[str]]:
+    g, rng = b.graph, b.rng
+    countries = b.entities(config.countries, b.names.country, s.COUNTRY)
     cities: list[str] = []
     for country in countries:
-        for name in b.unique_names(
-            config.cities_per_country, draw=lambda: b.word(1, 2) + rng.choice(_CITY_SUFFIXES)
-        ):
-            city = b.entity(name, s.CITY)
+        for city in b.entities(config.cities_per_country, b.names.city, s.CITY):
             cities.append(city)
             g.link(city, "location.location.containedby", country)
-            g.values[(city, "location.statistical_region.population")] = rng.randint(
-                2_000, 4_000_000
-            )
+            population = rng.randint(2_000, 4_000_000)
+            g.values[(city, "location.statistical_region.population")] = population
             g.values[(city, "location.location.area")] = round(rng.uniform(5, 900), 1)
+    return countries, cities
 
-    professions = [b.entity(name, s.PROFESSION) for name in _PROFESSIONS]
-    people = [
-        b.entity(name, s.PERSON)
-        for name in b.unique_names(config.people, draw=lambda: f"{b.word(1, 2)} {b.word(2, 3)}")
-    ]
+
+def _people(b: _Builder, config: GraphConfig, countries: list[str], cities: list[str]) -> list[str]:
+    g, rng = b.graph, b.rng
+    professions = [b.entity(name, s.PROFESSION) for name in naming.PROFESSIONS]
+    people = b.entities(config.people, b.names.person, s.PERSON)
     for person in people:
         birthplace = rng.choice(cities)
         g.link(person, "people.person.place_of_birth", birthplace)
         home = g.neighbors(birthplace, "location.location.containedby")[0]
-        g.link(
-            person,
-            "people.person.nationality",
-            home if rng.random() < 0.85 else rng.choice(countries),
-        )
+        nationality = home if rng.random() < 0.85 else rng.choice(countries)
+        g.link(person, "people.person.nationality", nationality)
         for profession in b.sample(professions, 1, 2):
             g.link(person, "people.person.profession", profession)
         g.values[(person, "people.person.date_of_birth")] = b.day(1920, 2002)
         g.values[(person, "people.person.height_meters")] = round(rng.uniform(1.5, 2.05), 2)
+    return people
 
+
+def _roles(b: _Builder, config: GraphConfig, people: list[str]) -> dict[str, list[str]]:
+    """Give shares of the people their second types (a few both act and direct)."""
     pool = people[:]
-    rng.shuffle(pool)
+    b.rng.shuffle(pool)
     size = len(pool)
 
     def share(start: float, end: float) -> list[str]:
         return pool[int(start * size) : int(end * size)]
 
-    directors, actors = share(0, 0.076), share(0.059, 0.41)  # a few people act and direct
-    artists = pool[int(0.41 * size) : int(0.41 * size) + config.artists]
-    athletes, founders = share(0.56, 0.78), share(0.78, 0.91)
-    for group, type_name in (
-        (directors, s.DIRECTOR),
-        (actors, s.ACTOR),
-        (artists, s.ARTIST),
-        (athletes, s.ATHLETE),
-        (founders, s.FOUNDER),
-    ):
+    first_artist = int(0.41 * size)
+    roles = {
+        s.DIRECTOR: share(0, 0.076),
+        s.ACTOR: share(0.059, 0.41),
+        s.ARTIST: pool[first_artist : first_artist + config.artists],
+        s.ATHLETE: share(0.56, 0.78),
+        s.FOUNDER: share(0.78, 0.91),
+    }
+    for type_name, group in roles.items():
         for person in group:
             b.add_type(person, type_name)
+    return roles
 
-    film_genres = [b.entity(name, s.FILM_GENRE) for name in _FILM_GENRES]
-    film_names = b.unique_names(config.films, draw=lambda: _title(rng))
-    for name in film_names:
-        film = b.entity(name, s.FILM)
-        for director in b.sample(directors, 1, 1 if rng.random() < 0.9 else 2):
+
+def _films(
+    b: _Builder, config: GraphConfig, roles: dict[str, list[str]], countries: list[str]
+) -> None:
+    g, rng = b.graph, b.rng
+    genres = [b.entity(name, s.FILM_GENRE) for name in naming.FILM_GENRES]
+    for film in b.entities(config.films, b.names.title, s.FILM):
+        for director in b.sample(roles[s.DIRECTOR], 1, 1 if rng.random() < 0.9 else 2):
             g.link(film, "film.film.directed_by", director)
-        for actor in b.sample(actors, 3, 6):
+        for actor in b.sample(roles[s.ACTOR], 3, 6):
             g.link(film, "film.film.starring", actor)
-        for genre in b.sample(film_genres, 1, 2):
+        for genre in b.sample(genres, 1, 2):
             g.link(film, "film.film.genre", genre)
         g.link(film, "film.film.country", rng.choice(countries))
         g.values[(film, "film.film.initial_release_date")] = b.day(1950, 2023)
         g.values[(film, "film.film.runtime")] = float(rng.randint(70, 200))
         g.values[(film, "film.film.estimated_budget")] = float(rng.randint(1, 300) * 500_000)
 
-    music_genres = [b.entity(name, s.MUSIC_GENRE) for name in _MUSIC_GENRES]
-    labels = [
-        b.entity(name, s.LABEL)
-        for name in b.unique_names(config.labels, draw=lambda: f"{b.word(1, 2)} Records")
-    ]
+
+def _music(b: _Builder, config: GraphConfig, artists: list[str], cities: list[str]) -> None:
+    g, rng = b.graph, b.rng
+    genres = [b.entity(name, s.MUSIC_GENRE) for name in naming.MUSIC_GENRES]
+    labels = b.entities(config.labels, b.names.record_label, s.LABEL)
     for artist in artists:
-        for genre in b.sample(music_genres, 1, 2):
+        for genre in b.sample(genres, 1, 2):
             g.link(artist, "music.artist.genre", genre)
         g.link(artist, "music.artist.origin", rng.choice(cities))
-    for name in b.unique_names(config.albums, draw=lambda: _title(rng, album=True)):
-        album = b.entity(name, s.ALBUM)
+    for album in b.entities(config.albums, lambda: b.names.title(album=True), s.ALBUM):
         g.link(album, "music.album.artist", rng.choice(artists))
         g.link(album, "music.album.label", rng.choice(labels))
         g.values[(album, "music.album.release_date")] = b.day(1955, 2023)
         g.values[(album, "music.album.length")] = round(rng.uniform(25, 80), 1)
 
-    sports = [b.entity(name, s.SPORT) for name in _SPORTS]
-    facilities = []
-    for name in b.unique_names(
-        config.facilities, draw=lambda: f"{b.word(2, 3)} {rng.choice(_VENUES)}"
-    ):
-        facility = b.entity(name, s.FACILITY)
-        facilities.append(facility)
+
+def _sports(b: _Builder, config: GraphConfig, athletes: list[str], cities: list[str]) -> None:
+    g, rng = b.graph, b.rng
+    sports = [b.entity(name, s.SPORT) for name in naming.SPORTS]
+    facilities = b.entities(config.facilities, b.names.venue, s.FACILITY)
+    for facility in facilities:
         g.link(facility, "sports.sports_facility.city", rng.choice(cities))
         g.values[(facility, "sports.sports_facility.capacity")] = rng.randint(2_000, 95_000)
         g.values[(facility, "architecture.structure.opened")] = b.day(1890, 2020)
@@ -464,8 +205,7 @@ def build_graph(config: GraphConfig = GraphConfig(), seed: int = 0) -> MiniFreeb
         facility = rng.choice(facilities)
         city = g.neighbors(facility, "sports.sports_facility.city")[0]
         place = g.names[city]
-        [name] = b.unique_names(1, draw=lambda: f"{place} {rng.choice(_MASCOTS)}")  # noqa: B023
-        team = b.entity(name, s.TEAM)
+        [team] = b.entities(1, lambda: b.names.team(place), s.TEAM)  # noqa: B023 - used at once
         g.link(team, "sports.sports_team.location", city)
         g.link(team, "sports.sports_team.arena_stadium", facility)
         g.link(team, "sports.sports_team.sport", rng.choice(sports))
@@ -473,95 +213,20 @@ def build_graph(config: GraphConfig = GraphConfig(), seed: int = 0) -> MiniFreeb
             g.link(team, "sports.sports_team.roster", athlete)
         g.values[(team, "sports.sports_team.founded")] = b.day(1870, 2015)
 
-    industries = [b.entity(name, s.INDUSTRY) for name in _INDUSTRIES]
-    for name in b.unique_names(
-        config.organizations,
-        draw=lambda: f"{rng.choice(_COMPANY_WORDS)} {b.word(1, 2)} {rng.choice(_COMPANY_SUFFIXES)}",
-    ):
-        organization = b.entity(name, s.ORGANIZATION)
+
+def _organizations(
+    b: _Builder, config: GraphConfig, founders: list[str], cities: list[str]
+) -> None:
+    g, rng = b.graph, b.rng
+    industries = [b.entity(name, s.INDUSTRY) for name in naming.INDUSTRIES]
+    for organization in b.entities(config.organizations, b.names.company, s.ORGANIZATION):
         g.link(organization, "organization.organization.headquarters", rng.choice(cities))
         for founder in b.sample(founders, 1, 2):
             g.link(organization, "organization.organization.founders", founder)
         g.link(organization, "organization.organization.industry", rng.choice(industries))
         g.values[(organization, "organization.organization.date_founded")] = b.day(1850, 2020)
-        g.values[(organization, "business.employer.number_of_employees")] = rng.randint(5, 250_000)
-    return g
-
-
-def _title(rng: random.Random, album: bool = False) -> str:
-    adjective, noun = rng.choice(_ADJECTIVES), rng.choice(_NOUNS)
-    shape = rng.randrange(4)
-    if shape == 0:
-        return f"The {adjective} {noun}"
-    if shape == 1:
-        return f"{noun} of the {adjective} {rng.choice(_NOUNS)}"
-    if shape == 2:
-        return f"{adjective} {noun}s" if album else f"A {adjective} {noun}"
-    return f"{noun} {rng.randint(2, 9)}" if not album else f"{adjective} {noun} Sessions"
-
-
-def graph_triples(graph: MiniFreebase, namespace: str = FREEBASE_NS) -> list[str]:
-    """The graph and its schema as N-Triples lines, sorted (so the file is reproducible)."""
-
-    def node(name: str) -> str:
-        return f"<{namespace}{name}>"
-
-    lines: set[str] = set()
-    type_names = {type_name for types in graph.types.values() for type_name in types}
-    for type_name in type_names:
-        lines.add(f"{node(type_name)} {node(OBJECT_TYPE)} {node('type.type')} .")
-    for entity, name in graph.names.items():
-        lines.add(f"{node(entity)} {node(NAME)} {_literal(name)}@en .")
-        for type_name in graph.types[entity]:
-            lines.add(f"{node(entity)} {node(OBJECT_TYPE)} {node(type_name)} .")
-    for (subject, relation), objects in graph.edges.items():
-        for obj in objects:
-            lines.add(f"{node(subject)} {node(relation)} {node(obj)} .")
-    for (subject, attribute), value in graph.values.items():
-        lines.add(f"{node(subject)} {node(attribute)} {_typed(value)} .")
-    lines.update(_schema_lines(node))
-    return sorted(lines)
-
-
-def _schema_lines(node: Callable[[str], str]) -> Iterator[str]:
-    def prop(name: str, domain: str, expected: str) -> Iterator[str]:
-        yield f"{node(name)} {node(OBJECT_TYPE)} {node('type.property')} ."
-        yield f"{node(name)} {node('type.property.schema')} {node(domain)} ."
-        yield f"{node(name)} {node(EXPECTED_TYPE)} {node(expected)} ."
-
-    for spec in s.RELATIONS:
-        yield from prop(spec.name, spec.domain, spec.range)
-        yield from prop(spec.reverse, spec.range, spec.domain)
-        yield f"{node(spec.name)} {node('type.property.reverse_property')} {node(spec.reverse)} ."
-        yield f"{node(spec.reverse)} {node('type.property.reverse_property')} {node(spec.name)} ."
-    for attribute in s.ATTRIBUTES:
-        yield from prop(attribute.name, attribute.domain, attribute.expected_type)
-        if attribute.unit is not None:
-            unit = "m.0unit_" + attribute.unit.lower().replace(" ", "_")
-            yield f"{node(attribute.name)} {node('type.property.unit')} {node(unit)} ."
-            yield f"{node(unit)} {node(NAME)} {_literal(attribute.unit)}@en ."
-            yield f"{node(unit)} {node(OBJECT_TYPE)} {node(s.UNIT)} ."
-
-
-def _literal(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _typed(value: Value) -> str:
-    if isinstance(value, date):
-        return f'"{value.isoformat()}"^^<{_XSD}date>'
-    if isinstance(value, int):
-        return f'"{value}"^^<{_XSD}integer>'
-    return f'"{value!r}"^^<{_XSD}decimal>'
-
-
-def write_graph(path: str | Path, lines: Iterable[str]) -> None:
-    """Write N-Triples lines gzipped, byte-for-byte reproducible (mtime 0)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as handle:
-        for line in lines:
-            handle.write(line.encode("utf-8") + b"\n")
+        employees = rng.randint(5, 250_000)
+        g.values[(organization, "business.employer.number_of_employees")] = employees
 
 
 def write_assets(

@@ -19,13 +19,11 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from . import schema as s
+from .graph import MiniFreebase
 from .variables import And, Count, Entity, Join, SetProgram, Superlative
-
-if TYPE_CHECKING:
-    from .generator import MiniFreebase
 
 MAX_ANSWERS = 15
 Kind = Literal["one_hop", "two_hop", "intersection", "count", "argmax", "argmin"]
