@@ -274,3 +274,16 @@ def test_feedback_mode_returns_call_errors_and_continues(graph_file: Path) -> No
         "Invalid tool call: get_neighbors: missing required argument(s) 'relation'"
     )
     assert (reward, terminated) == (0.0, False)
+
+
+def test_final_answer_text_inside_a_tool_call_message_is_not_a_final_answer(
+    graph_file: Path,
+) -> None:
+    env = make_env(graph_file)
+    env.reset(options={"index": 0})
+    text = (
+        "Final Answer: #0 is not known yet.\n"
+        '<tool_call>{"name": "get_relations", "arguments": {"variable": "Ada Lane"}}</tool_call>'
+    )
+    obs, _, terminated, _, _ = env.step(text)
+    assert (obs, terminated) == ("Observation: [film.director.film]", False)
