@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import statistics
+import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -91,6 +93,15 @@ def main() -> None:
     print(RESULTS.read_text())
 
 
+def _virtuoso_version() -> str:
+    binaries = virtuoso_binaries()
+    if binaries is None:
+        return ""
+    banner = subprocess.run([binaries[0], "+help"], capture_output=True, text=True, check=False)
+    found = re.search(r"Version (\S+)", banner.stdout + banner.stderr)
+    return f", Virtuoso {found.group(1)}" if found else ", Virtuoso"
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.3f}"
 
@@ -103,8 +114,12 @@ def _report(
 ) -> str:
     baseline = "pyoxigraph (embedded)"
     tools = sorted({tool for per_tool in latencies.values() for tool in per_tool})
-    versions = ", ".join(
-        f"{package} {metadata.version(package)}" for package in ("pyoxigraph", "rdflib", "oxigraph")
+    versions = (
+        ", ".join(
+            f"{package} {metadata.version(package)}"
+            for package in ("pyoxigraph", "rdflib", "oxigraph")
+        )
+        + _virtuoso_version()
     )
     lines = [
         "# KG backends: load time and latency per tool call",
