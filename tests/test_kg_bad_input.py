@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kg_fixtures import call, tiny_task, write_tiny_graph
 
 from agentgym_eppo.environments.kg import KGEnv
@@ -220,3 +222,34 @@ def test_endpoint_url_and_backend_choice_are_checked_up_front(tmp_path: Path) ->
         KGEnv(tasks=[tiny_task()], store="virtuoso")  # type: ignore[arg-type]
     with pytest.raises(FileNotFoundError, match="graph file not found"):
         KGEnv(tasks=[tiny_task()], graph=tmp_path / "missing.nt")
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    tool=st.sampled_from(
+        [
+            "get_relations",
+            "get_neighbors",
+            "intersection",
+            "get_attributes",
+            "argmax",
+            "argmin",
+            "count",
+            "final_answer",
+        ]
+    ),
+    first=st.one_of(st.text(max_size=40), st.sampled_from(["#0", "#1", "Ada Lane", "m.0f1"])),
+    second=st.one_of(st.text(max_size=40), st.sampled_from(["#0", "film.film.runtime"])),
+)
+def test_any_argument_text_gives_an_observation_or_a_validation_failure(
+    env: KGEnv, tool: str, first: str, second: str
+) -> None:
+    env.reset(options={"index": 0})
+    env.step(call("get_neighbors", variable="Ada Lane", relation="film.director.film"))
+    names = next(spec.argument_names for spec in env.tools if spec.name == tool)
+    arguments = dict(zip(names, [first, second], strict=False))
+    obs, _, _, _, info = env.step({"name": tool, "arguments": arguments})
+    assert info["status"] in ("running", "completed", "agent_validation_failed"), obs
+    assert info["status"] != "agent_validation_failed" or obs.startswith("Invalid variable")
