@@ -106,6 +106,12 @@ def _open_or_build(
         return index
 
 
+def clear_memory_cache() -> None:
+    """Forget the indexes this process holds (engines already made keep theirs)."""
+    with _LOCK:
+        _IN_MEMORY.clear()
+
+
 def _disk_index(catalog: Catalog, schema: tantivy.Schema, folder: Path) -> tantivy.Index:
     done = folder / "COMPLETE"
     if done.exists():
