@@ -67,7 +67,9 @@ class WebShopEnv(AgentBenchEnv[WebShopRecord]):
 
     ``data_dir``: the original WebShop ``data/`` folder; its products and its human
     (``human_goals=True``) or synthetic goals replace the shipped ones, split as WebShop
-    splits them. ``show_attributes`` adds the item page's Attributes button (off in
+    splits them. ``catalog``: another catalog in the shipped format (a
+    :class:`~.catalog.Catalog` or the path of its JSON lines), for goals given in
+    ``tasks``. ``show_attributes`` adds the item page's Attributes button (off in
     AgentBench). ``noun_extractor`` replaces the download-free noun extractor of the
     type reward (e.g. :func:`~.nouns.spacy_nouns`). ``index_cache_dir`` keeps the
     search index on disk between processes.
@@ -96,6 +98,7 @@ class WebShopEnv(AgentBenchEnv[WebShopRecord]):
         *,
         data_dir: str | Path | None = None,
         human_goals: bool = True,
+        catalog: Catalog | str | Path | None = None,
         observation_mode: ObservationMode = "text",
         show_attributes: bool = False,
         noun_extractor: NounExtractor | None = None,
@@ -110,11 +113,12 @@ class WebShopEnv(AgentBenchEnv[WebShopRecord]):
         super().__init__(tasks, split, output_limit=output_limit, **kwargs)
         self.observation_mode: ObservationMode = observation_mode
         self._original: OriginalData | None = None
-        catalog: Catalog
         if data_dir is not None:
             self._original = load_original(data_dir, human_goals=human_goals)
             catalog = self._original.catalog
-        else:
+        elif isinstance(catalog, (str, Path)):
+            catalog = Catalog.load(catalog)
+        elif catalog is None:
             catalog = shipped_catalog()
         self.site = Site(
             catalog,

@@ -11,6 +11,7 @@ value, or a list of values), ``price_upper``, ``query``, ``category``,
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -86,8 +87,8 @@ def load_goal_set(tasks: str | Sequence[Any] | None, split: str) -> TaskSet[WebS
     if tasks is None:
         path = shipped_goals_path(split)
         return records_from_rows(read_json_or_jsonl(path), name=f"webshop {split}")
-    if isinstance(tasks, str):
-        return records_from_rows(read_json_or_jsonl(tasks), name=tasks)
+    if isinstance(tasks, (str, os.PathLike)):
+        return records_from_rows(read_json_or_jsonl(tasks), name=str(tasks))
     return records_from_rows(list(tasks), name="webshop tasks")
 
 
