@@ -10,9 +10,10 @@ written by :mod:`.generator`) and the original WebShop product files (see
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,9 @@ class Product:
     ``options`` maps an option group (``"size"``, ``"color"``) to its values, lower-cased
     as WebShop lower-cases them; ``price`` is the price the reward compares with the
     cap (WebShop draws it once per product inside the listed range), ``price_tag`` the
-    text the pages show (``"$12.99"`` or ``"$10.0 to $20.0"``).
+    text the pages show (``"$12.99"`` or ``"$10.0 to $20.0"``). ``brand`` and
+    ``product_type`` (the product noun) are the generator's, for writing instructions;
+    products from WebShop's files leave them empty.
     """
 
     asin: str
@@ -54,7 +57,7 @@ class Product:
     rating: str = "N.A."
     reviews: tuple[Review, ...] = ()
     brand: str = ""
-    product_type: str = field(default="", compare=False)
+    product_type: str = ""
 
     def search_text(self) -> str:
         """The text WebShop indexes: title, description, first bullet point and options."""
@@ -153,14 +156,10 @@ def shipped_catalog_path() -> Path:
     return asset_path("webshop", SHIPPED_PRODUCTS)
 
 
-_SHIPPED: dict[str, Catalog] = {}
-
-
+@functools.lru_cache(maxsize=1)
 def shipped_catalog() -> Catalog:
     """The project's own catalog (loaded once per process: every env shares it)."""
-    if "default" not in _SHIPPED:
-        _SHIPPED["default"] = Catalog.load(shipped_catalog_path())
-    return _SHIPPED["default"]
+    return Catalog.load(shipped_catalog_path())
 
 
 def product_rows(products: Iterable[Product]) -> Iterator[dict[str, Any]]:

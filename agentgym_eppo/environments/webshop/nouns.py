@@ -17,6 +17,8 @@ reward differs (``benchmarks/results/webshop.md``; summary in ``docs/webshop.md`
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import re
 from collections.abc import Callable
 from functools import lru_cache
@@ -73,8 +75,8 @@ def spacy_nouns(model: str = "en_core_web_lg") -> NounExtractor:
     try:
         nlp = spacy.load(model)
     except OSError:
-        import importlib
-
+        if importlib.util.find_spec(model) is None:
+            raise
         nlp = importlib.import_module(model).load()
 
     @lru_cache(maxsize=65536)
