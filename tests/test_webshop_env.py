@@ -118,6 +118,16 @@ def test_native_strings_and_agentbench_action_lines_are_accepted(env: WebShopEnv
     assert obs.startswith(f"Action: click[{asin.upper()}]") and env.session.asin == asin.upper()
 
 
+def test_a_tool_call_block_wins_over_native_text_in_the_reasoning(env: WebShopEnv) -> None:
+    env.reset(options={"index": 0})
+    text = (
+        "Maybe Action: search[socks]? No.\n"
+        '<tool_call>{"name": "search_action", "arguments": {"keywords": "olive oil"}}</tool_call>'
+    )
+    obs, *_ = env.step(text)
+    assert obs.startswith("Action: search[olive oil]")
+
+
 def test_invalid_click_changes_nothing_and_says_so(env: WebShopEnv) -> None:
     env.reset(options={"index": 0})
     env.step(search("olive oil"))

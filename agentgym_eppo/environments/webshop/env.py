@@ -171,6 +171,10 @@ class WebShopEnv(AgentBenchEnv[WebShopRecord]):
         """Nothing to release: a session is plain state."""
 
     def _parse_text_action(self, text: str) -> FunctionCall | None:
+        """WebShop's ``search[...]``/``click[...]``, alone or after ``Action:``; a
+        ``<tool_call>`` block, when present, always wins."""
+        if "<tool_call>" in text:
+            return None
         match = _NATIVE_ACTION.match(text.strip())
         if match is None:
             line = _ACTION_LINE.search(text)
