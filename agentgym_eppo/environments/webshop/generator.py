@@ -75,14 +75,20 @@ def _product(rng: random.Random, asin: str, kind: ProductType) -> Product:
         title += f" - {rng.choice(('Everyday', 'Premium', 'Value', 'Classic', 'New'))} Edition"
     low, high = kind.price_range
     price = round(rng.uniform(low, high), 2)
+    tails = ("made to last", "tested for quality", "a customer favorite", "designed for daily use")
     bullets = tuple(
-        f"{attribute.upper()}: this {kind.noun} from {brand} is {attribute}, "
-        f"{rng.choice(('made to last', 'tested for quality', 'a customer favorite', 'designed for daily use'))}."
+        f"{attribute.upper()}: {brand}'s {kind.noun}, {attribute}, {rng.choice(tails)}."
         for attribute in attributes
     )
+    closers = (
+        "Backed by our satisfaction promise.",
+        "Ships in recyclable packaging.",
+        "Loved by thousands of customers.",
+        "A smart choice for any home.",
+    )
     description = (
-        f"The {brand} {descriptor.lower()} {kind.noun} is {', '.join(attributes[:-1])} "
-        f"and {attributes[-1]}. {rng.choice(('Backed by our satisfaction promise.', 'Ships in recyclable packaging.', 'Loved by thousands of customers.', 'A smart choice for any home.'))}"
+        f"The {brand} {descriptor.lower()} {kind.noun}: {', '.join(attributes[:-1])} "
+        f"and {attributes[-1]}. {rng.choice(closers)}"
     )
     reviews = tuple(
         Review(

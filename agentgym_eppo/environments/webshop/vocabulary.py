@@ -61,27 +61,12 @@ _SHOE_SIZES = "6|6.5|7|7.5|8|8.5|9|9.5|10|10.5|11|12"
 _FURNITURE_COLORS = "espresso|walnut|natural oak|white wash|gray|black|cherry|rustic brown"
 _DEVICE_COLORS = "black|white|silver|space gray|blue|red|rose gold|green"
 
-_BEAUTY_COMMON = (
-    "paraben free|cruelty free|long lasting|travel size|sensitive skin|natural ingredients|"
-    "easy to use|fragrance free|dermatologist tested|vegan|sulfate free|alcohol free"
-)
-_FOOD_COMMON = (
-    "gluten free|non gmo|sugar free|low carb|keto friendly|high protein|certified organic|"
-    "individually wrapped|ready to eat|plant based|kosher|dairy free"
-)
-_FASHION_COMMON = (
-    "machine wash|hand wash|relaxed fit|slim fit|moisture wicking|button closure|"
-    "elastic waistband|long sleeve|short sleeve|quick drying|soft material|breathable fabric"
-)
-_FURNITURE_COMMON = (
-    "easy assembly|solid wood|space saving|storage space|living room|bedroom|"
-    "assembly required|heavy duty|mid century|easy clean|metal frame|non slip"
-)
-_ELECTRONICS_COMMON = (
-    "high definition|easy install|fast charging|noise cancelling|wireless bluetooth|"
-    "long battery life|water resistant|usb port|plug and play|high speed|dual band|"
-    "carrying case"
-)
+_BEAUTY_COMMON = "paraben free|cruelty free|long lasting|travel size|natural ingredients|vegan"
+_FOOD_COMMON = "gluten free|non gmo|certified organic|kosher|plant based"
+_CLOTHING_COMMON = "machine wash|soft material|breathable fabric|quick drying|moisture wicking"
+_FURNITURE_COMMON = "easy assembly|space saving|living room|heavy duty|mid century|easy clean"
+_TEXTILE_COMMON = "machine washable|soft material|living room|bedroom|easy clean|wrinkle free"
+_ELECTRONICS_COMMON = "easy install|plug and play|carrying case|compact design"
 
 BEAUTY = "Beauty & Personal Care"
 FOOD = "Grocery & Gourmet Food"
@@ -96,7 +81,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "natural deodorant",
         f"{BEAUTY} › Personal Care › Deodorants & Antiperspirants › Deodorant",
         "Natural|Aluminum Free|Clinical Strength|Fresh|Organic",
-        _BEAUTY_COMMON + "|aluminum free|baking soda free",
+        _BEAUTY_COMMON + "|aluminum free|baking soda free|sensitive skin|fragrance free",
         {"scent": _SCENTS, "item package quantity": _PACKS},
         (6.0, 24.0),
     ),
@@ -106,7 +91,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "face moisturizer",
         f"{BEAUTY} › Skin Care › Face › Creams & Moisturizers › Face Moisturizers",
         "Hydrating|Daily|Oil Free|Anti Aging|Lightweight",
-        _BEAUTY_COMMON + "|hyaluronic acid|dry skin|anti aging",
+        _BEAUTY_COMMON + "|hyaluronic acid|dry skin|anti aging|fragrance free|dermatologist tested",
         {"size": _BEAUTY_SIZES},
         (9.0, 65.0),
     ),
@@ -116,7 +101,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "sulfate free shampoo",
         f"{BEAUTY} › Hair Care › Shampoo & Conditioner › Shampoos",
         "Volumizing|Moisturizing|Clarifying|Repairing|Color Safe",
-        _BEAUTY_COMMON + "|damaged hair|hair growth|color treated",
+        _BEAUTY_COMMON + "|damaged hair|hair growth|color treated|sulfate free",
         {"size": _BEAUTY_SIZES, "scent": _SCENTS},
         (7.0, 40.0),
     ),
@@ -126,7 +111,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "perfume for women",
         f"{BEAUTY} › Fragrance › Women's › Eau de Parfum",
         "Floral|Oriental|Fresh|Woody|Signature",
-        _BEAUTY_COMMON + "|gift set|long lasting fragrance",
+        _BEAUTY_COMMON + "|gift set|long lasting fragrance|alcohol free",
         {"size": "1 fl oz|1.7 fl oz|3.4 fl oz|0.33 fl oz"},
         (25.0, 140.0),
     ),
@@ -136,7 +121,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "lip balm",
         f"{BEAUTY} › Skin Care › Lip Care › Balms & Moisturizers",
         "Tinted|Hydrating|Medicated|Organic|Beeswax",
-        _BEAUTY_COMMON + "|chapped lips|spf protection",
+        _BEAUTY_COMMON + "|chapped lips|spf protection|dry skin",
         {
             "flavor name": "mint|cherry|vanilla|honey|coconut|unflavored",
             "item package quantity": _PACKS,
@@ -149,7 +134,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "nail polish",
         f"{BEAUTY} › Foot, Hand & Nail Care › Nail Art & Polish › Nail Polish",
         "Gel|Quick Dry|Glossy|Matte|Long Wear",
-        _BEAUTY_COMMON + "|nail art|chip resistant",
+        _BEAUTY_COMMON + "|nail art|chip resistant|quick dry",
         {"color": _COLORS},
         (5.0, 22.0),
     ),
@@ -159,7 +144,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "electric toothbrush",
         f"{BEAUTY} › Oral Care › Toothbrushes & Accessories › Electric Toothbrushes",
         "Rechargeable|Sonic|Travel|Smart|Whitening",
-        _BEAUTY_COMMON + "|rechargeable battery|sensitive teeth",
+        "long lasting|travel size|rechargeable battery|sensitive teeth|easy to use|timer|pressure sensor|replacement heads",
         {"color": _DEVICE_COLORS},
         (20.0, 120.0),
     ),
@@ -169,7 +154,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "protein bars",
         f"{FOOD} › Snack Foods › Bars › Protein Bars",
         "Crunchy|Chewy|Whole Food|Low Sugar|Energy",
-        _FOOD_COMMON,
+        _FOOD_COMMON + "|high protein|low sugar|individually wrapped|keto friendly|great snack",
         {"flavor name": _FLAVORS, "size": "12 count|15 count|20 count|24 count"},
         (12.0, 45.0),
     ),
@@ -179,7 +164,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "herbal tea bags",
         f"{FOOD} › Beverages › Coffee, Tea & Cocoa › Tea › Herbal",
         "Calming|Caffeine Free|Loose Leaf|Detox|Organic",
-        _FOOD_COMMON + "|caffeine free|tea bags",
+        _FOOD_COMMON + "|caffeine free|tea bags|sugar free|individually wrapped",
         {
             "flavor name": "chamomile|peppermint|ginger lemon|hibiscus|rooibos|lavender",
             "size": "20 count|40 count|100 count",
@@ -192,7 +177,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "ground coffee",
         f"{FOOD} › Beverages › Coffee, Tea & Cocoa › Coffee › Ground Coffee",
         "Medium Roast|Dark Roast|Light Roast|Espresso|Breakfast Blend",
-        _FOOD_COMMON + "|fair trade|single origin",
+        _FOOD_COMMON + "|fair trade|single origin|whole bean|low acid",
         {
             "flavor name": "hazelnut|vanilla|french roast|colombian|mocha|original",
             "size": "12 ounce|2 pound|32 ounce|1 pound",
@@ -205,7 +190,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "trail mix snack",
         f"{FOOD} › Snack Foods › Trail Mix",
         "Roasted|Salted|Sweet and Salty|Tropical|Classic",
-        _FOOD_COMMON + "|resealable bag|great snack",
+        _FOOD_COMMON + "|resealable bag|great snack|high protein|individually wrapped|ready to eat",
         {"flavor name": _FLAVORS, "item package quantity": _PACKS},
         (6.0, 30.0),
     ),
@@ -215,7 +200,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "extra virgin olive oil",
         f"{FOOD} › Pantry Staples › Cooking Oils, Vinegars & Sprays › Oils › Olive",
         "Extra Virgin|Cold Pressed|Imported|Early Harvest|Unfiltered",
-        _FOOD_COMMON + "|cold pressed|glass bottle",
+        _FOOD_COMMON + "|cold pressed|glass bottle|first cold press|keto friendly",
         {"size": "16.9 fl oz|25.3 fl oz|33.8 fl oz|101 fl oz"},
         (9.0, 50.0),
     ),
@@ -225,7 +210,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "gummy candy",
         f"{FOOD} › Snack Foods › Candy & Chocolate › Gummy Candy",
         "Sour|Fruity|Vegan|Assorted|Party",
-        _FOOD_COMMON + "|party favors|valentine day",
+        _FOOD_COMMON + "|party favors|valentine day|individually wrapped|fat free|dairy free",
         {
             "flavor name": "sour cherry|watermelon|peach|blue raspberry|mixed fruit|green apple",
             "size": "5 pound|2 pound|1 pound|8 ounce",
@@ -238,7 +223,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "men's t-shirt",
         "Clothing, Shoes & Jewelry › Men › Clothing › Shirts › T-Shirts",
         "Classic|Cotton|Athletic|Vintage|Everyday",
-        _FASHION_COMMON + "|cotton spandex|crew neck",
+        _CLOTHING_COMMON + "|cotton spandex|crew neck|short sleeve|relaxed fit|slim fit",
         {"color": _COLORS, "size": _CLOTHING_SIZES},
         (8.0, 35.0),
     ),
@@ -248,7 +233,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "women's leggings",
         "Clothing, Shoes & Jewelry › Women › Clothing › Active › Leggings",
         "High Waisted|Seamless|Workout|Tummy Control|Butt Lift",
-        _FASHION_COMMON + "|tummy control|high waist",
+        _CLOTHING_COMMON + "|tummy control|high waist|elastic waistband|hidden pocket",
         {"color": _COLORS, "size": _CLOTHING_SIZES},
         (12.0, 45.0),
     ),
@@ -258,7 +243,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "men's running shoes",
         "Clothing, Shoes & Jewelry › Men › Shoes › Athletic › Running",
         "Lightweight|Cushioned|Trail|Breathable|Road",
-        _FASHION_COMMON + "|rubber sole|lace up|arch support",
+        "breathable fabric|rubber sole|lace up|arch support|non slip|lightweight design|memory foam",
         {"color": _COLORS, "size": _SHOE_SIZES},
         (30.0, 130.0),
     ),
@@ -268,7 +253,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "pullover hoodie",
         "Clothing, Shoes & Jewelry › Women › Clothing › Fashion Hoodies & Sweatshirts",
         "Fleece|Oversized|Zip Up|Cropped|Pullover",
-        _FASHION_COMMON + "|drawstring closure|kangaroo pocket",
+        _CLOTHING_COMMON + "|drawstring closure|kangaroo pocket|long sleeve|relaxed fit",
         {"color": _COLORS, "size": _CLOTHING_SIZES},
         (18.0, 60.0),
     ),
@@ -278,7 +263,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "men's dress socks",
         "Clothing, Shoes & Jewelry › Men › Clothing › Socks › Dress Socks",
         "Patterned|Bamboo|Cushioned|Compression|Argyle",
-        _FASHION_COMMON + "|non slip|arch support",
+        _CLOTHING_COMMON + "|non slip|arch support|reinforced heel",
         {"color": _COLORS, "item package quantity": _PACKS},
         (8.0, 30.0),
     ),
@@ -288,7 +273,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "men's leather belt",
         "Clothing, Shoes & Jewelry › Men › Accessories › Belts",
         "Genuine Leather|Reversible|Casual|Ratchet|Braided",
-        _FASHION_COMMON + "|genuine leather|alloy buckle",
+        "genuine leather|alloy buckle|adjustable fit|gift box|casual wear|formal wear",
         {"color": "black|brown|tan|dark brown|cognac|navy", "size": "32|34|36|38|40|42"},
         (12.0, 50.0),
     ),
@@ -298,7 +283,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "throw pillow covers",
         f"{FURNITURE} › Home Décor › Decorative Pillows, Inserts & Covers › Throw Pillow Covers",
         "Velvet|Boho|Farmhouse|Linen|Geometric",
-        _FURNITURE_COMMON + "|zipper closure|double sided",
+        _TEXTILE_COMMON + "|zipper closure|double sided|hidden zipper",
         {"color": _COLORS, "size": "16 x 16 inch|18 x 18 inch|20 x 20 inch|12 x 20 inch"},
         (8.0, 35.0),
     ),
@@ -308,7 +293,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "bookshelf",
         f"{FURNITURE} › Furniture › Living Room Furniture › Bookcases",
         "5 Tier|Industrial|Ladder|Corner|Cube",
-        _FURNITURE_COMMON + "|wood finish|wall mounted",
+        _FURNITURE_COMMON + "|wood finish|wall mounted|solid wood|storage space|metal frame",
         {"color": _FURNITURE_COLORS},
         (40.0, 220.0),
     ),
@@ -318,7 +303,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "ergonomic office chair",
         f"{FURNITURE} › Furniture › Home Office Furniture › Home Office Chairs",
         "Ergonomic|Mesh|High Back|Swivel|Executive",
-        _FURNITURE_COMMON + "|lumbar support|adjustable height|steel frame",
+        _FURNITURE_COMMON + "|lumbar support|adjustable height|steel frame|home office",
         {"color": "black|gray|white|blue|pink|green"},
         (60.0, 280.0),
     ),
@@ -328,7 +313,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "coffee table",
         f"{FURNITURE} › Furniture › Living Room Furniture › Tables › Coffee Tables",
         "Lift Top|Round|Rustic|Modern|Glass",
-        _FURNITURE_COMMON + "|wood finish|tempered glass",
+        _FURNITURE_COMMON + "|wood finish|tempered glass|solid wood|storage space|metal frame",
         {"color": _FURNITURE_COLORS},
         (50.0, 300.0),
     ),
@@ -338,7 +323,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "blackout curtains",
         f"{FURNITURE} › Home Décor › Window Treatments › Curtains & Drapes › Panels",
         "Thermal|Room Darkening|Grommet|Sheer|Linen",
-        _FURNITURE_COMMON + "|machine washable|thermal insulated",
+        _TEXTILE_COMMON + "|thermal insulated|blackout|noise reducing",
         {"color": _COLORS, "size": "52 x 63 inch|52 x 84 inch|52 x 95 inch|52 x 108 inch"},
         (15.0, 60.0),
     ),
@@ -348,7 +333,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "queen sheet set",
         f"{FURNITURE} › Bedding › Sheets & Pillowcases › Sheet & Pillowcase Sets",
         "Microfiber|Bamboo|Egyptian Cotton|Deep Pocket|Cooling",
-        _FURNITURE_COMMON + "|deep pocket|wrinkle free",
+        _TEXTILE_COMMON + "|deep pocket|cooling|fade resistant",
         {"color": _COLORS, "size": "twin|full|queen|king|california king"},
         (20.0, 110.0),
     ),
@@ -358,7 +343,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "storage ottoman",
         f"{FURNITURE} › Furniture › Living Room Furniture › Ottomans",
         "Folding|Tufted|Faux Leather|Round|Cube",
-        _FURNITURE_COMMON + "|faux leather|foot rest",
+        _FURNITURE_COMMON + "|faux leather|foot rest|storage space",
         {"color": _FURNITURE_COLORS},
         (25.0, 120.0),
     ),
@@ -368,7 +353,8 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "bluetooth earbuds",
         f"{ELECTRONICS} › Headphones, Earbuds & Accessories › Earbuds",
         "True Wireless|Sport|Noise Cancelling|Mini|Waterproof",
-        _ELECTRONICS_COMMON + "|charging case|built in microphone",
+        _ELECTRONICS_COMMON
+        + "|charging case|built in microphone|noise cancelling|wireless bluetooth|long battery life|water resistant",
         {"color": _DEVICE_COLORS},
         (15.0, 180.0),
     ),
@@ -378,7 +364,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "usb c charger",
         f"{ELECTRONICS} › Cell Phones & Accessories › Chargers & Power Adapters › Wall Chargers",
         "Fast|Compact|Dual Port|GaN|Foldable",
-        _ELECTRONICS_COMMON + "|usb c|compact design",
+        _ELECTRONICS_COMMON + "|usb c|fast charging|dual port|foldable plug",
         {"color": "black|white", "item package quantity": _PACKS},
         (9.0, 45.0),
     ),
@@ -388,7 +374,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "hdmi cable",
         f"{ELECTRONICS} › Television & Video › Accessories › Cables › HDMI Cables",
         "High Speed|Braided|4K|8K|Ultra",
-        _ELECTRONICS_COMMON + "|gold plated|ethernet",
+        _ELECTRONICS_COMMON + "|gold plated|ethernet|high speed|high definition",
         {"size": "3 feet|6 feet|10 feet|15 feet|25 feet", "item package quantity": _PACKS},
         (6.0, 30.0),
     ),
@@ -398,7 +384,8 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "bluetooth speaker",
         f"{ELECTRONICS} › Portable Audio & Video › Portable Speakers & Docks › Portable Bluetooth Speakers",
         "Waterproof|Rugged|Mini|Party|Outdoor",
-        _ELECTRONICS_COMMON + "|stereo sound|built in microphone",
+        _ELECTRONICS_COMMON
+        + "|stereo sound|built in microphone|wireless bluetooth|long battery life|water resistant",
         {"color": _DEVICE_COLORS},
         (20.0, 150.0),
     ),
@@ -408,7 +395,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "iphone case",
         f"{ELECTRONICS} › Cell Phones & Accessories › Cases, Holsters & Sleeves › Basic Cases",
         "Shockproof|Clear|Slim|Rugged|Magnetic",
-        _ELECTRONICS_COMMON + "|shock absorption|wireless charging",
+        "shock absorption|wireless charging|easy install|slim design|raised edges|scratch resistant",
         {"color": _COLORS, "style": "iphone 13|iphone 14|iphone 15|iphone 15 pro|galaxy s23"},
         (7.0, 35.0),
     ),
@@ -418,7 +405,8 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "wifi security camera",
         f"{ELECTRONICS} › Camera & Photo › Video Surveillance › Surveillance Cameras › Dome Cameras",
         "Indoor|Outdoor|Pan Tilt|Wireless|Battery Powered",
-        _ELECTRONICS_COMMON + "|night vision|motion detection|two way audio",
+        _ELECTRONICS_COMMON
+        + "|night vision|motion detection|two way audio|high definition|dual band",
         {"color": "white|black", "item package quantity": "pack of 1|pack of 2|pack of 4"},
         (25.0, 160.0),
     ),
