@@ -51,7 +51,8 @@ def test_search_page_has_only_the_search_button(site: Site) -> None:
     session = fresh()
     assert site.render(session) == "WebShop [SEP] Instruction: [SEP] i want a widget [SEP] Search"
     assert site.available_actions(session) == {"has_search_bar": True, "clickables": ["search"]}
-    assert not site.click(session, "search").changed
+    result = site.click(session, "Search")
+    assert not result.changed and result.message == "To search, use search[...] with your keywords."
 
 
 def test_results_are_paged_ten_at_a_time_with_next_and_prev(site: Site) -> None:

@@ -141,8 +141,10 @@ class Site:
     def click(self, session: Session, value: str) -> ClickResult:
         """Run ``click[value]`` (matched lower-cased, like WebShop); invalid clicks change nothing."""
         key = value.strip().lower()
+        if key == "search":
+            return ClickResult(False, message="To search, use search[...] with your keywords.")
         target = self.clickables(session).get(key)
-        if target is None or key == "search":
+        if target is None:
             return ClickResult(False, message=f"{value!r} is not a clickable on this page.")
         if target.kind == "product":
             session.asin = target.name
