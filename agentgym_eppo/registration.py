@@ -11,6 +11,7 @@ import gymnasium as gym
 
 ENVIRONMENTS: dict[str, tuple[str, str]] = {
     "kg": ("AgentBench-KG-v0", "agentgym_eppo.environments.kg.env:KGEnv"),
+    "webshop": ("AgentBench-WebShop-v0", "agentgym_eppo.environments.webshop.env:WebShopEnv"),
 }
 """``info["task_id"]`` -> (Gymnasium id, entry point ``module:Class``)."""
 
