@@ -22,13 +22,39 @@ from transformers import PreTrainedTokenizerBase
 TOOL_TURN = "\n<|im_start|>user\n<tool_response>\n{observation}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
 
 
+PROMPT_STYLES = ("full", "compact")
+
+
+def compact_system_prompt(task_id: str, tools: Sequence[Mapping[str, Any]] | None) -> str:
+    """A one-line system turn: the task family and its tools' signatures, no prose."""
+    signatures = []
+    for tool in tools or []:
+        function = tool.get("function", tool)
+        arguments = ", ".join(function.get("parameters", {}).get("properties", {}))
+        signatures.append(f"{function['name']}({arguments})")
+    return f"Task: {task_id}. Tools: {'; '.join(signatures)}. Answer with one <tool_call>."
+
+
 def prompt_token_ids(
     tokenizer: PreTrainedTokenizerBase,
     system_prompt: str,
     task_text: str,
     tools: Sequence[Mapping[str, Any]] | None,
+    style: str = "full",
+    task_id: str = "",
 ) -> list[int]:
-    """The episode's prompt: system (+ tools) and user turns, then ``<|im_start|>assistant\\n``."""
+    """The episode's prompt: system (+ tools) and user turns, then ``<|im_start|>assistant\\n``.
+
+    ``style="full"`` is the environment's own system prompt and the tools' JSON schemas
+    (what a pretrained model needs); ``"compact"`` replaces both with one line naming the
+    task and the tools' signatures (:func:`compact_system_prompt`): a model trained from
+    scratch learns the tools from its SFT data, and a prompt 3-5x shorter makes every
+    CPU step 3-5x cheaper. SFT, RL and evaluation must use the same style.
+    """
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
+    if style == "compact":
+        system_prompt, tools = compact_system_prompt(task_id, tools), None
     messages = [
         {"role": "system", "content": system_prompt},
         {"role": "user", "content": task_text},

@@ -1,10 +1,10 @@
 """``agentgym-eppo``: train, eval, diagnose, compare.
 
-    agentgym-eppo train --config configs/demo-cpu.yaml [key=value ...]
-    agentgym-eppo eval --checkpoint RUN_DIR/checkpoints/sft --tasks db kg [--split dev]
-    agentgym-eppo eval --endpoint http://127.0.0.1:30000/v1 --model NAME --tasks os db
-    agentgym-eppo diagnose RUN_DIR
-    agentgym-eppo compare configs/compare.yaml
+agentgym-eppo train --config configs/demo-cpu.yaml [key=value ...]
+agentgym-eppo eval --checkpoint RUN_DIR/checkpoints/sft --tasks db kg [--split dev]
+agentgym-eppo eval --endpoint http://127.0.0.1:30000/v1 --model NAME --tasks os db
+agentgym-eppo diagnose RUN_DIR
+agentgym-eppo compare configs/compare.yaml
 """
 
 from __future__ import annotations

@@ -86,6 +86,12 @@ class RolloutConfig:
         "Turn limit for every task (paper: 20); None keeps each task's AgentBench limit.", None
     )
     generation_batch: int = _help("Most contexts one generate call batches.", 64)
+    prompt: str = _help(
+        "full: the environment's system prompt and tool schemas (AgentBench's prompt); "
+        "compact: one line naming the task and tool signatures, for tiny models trained "
+        "from scratch (SFT, RL and eval all use it).",
+        "full",
+    )
     backend: str = _help("MultiTaskVectorEnv back-end: serial | subprocess | ray.", "subprocess")
 
 
@@ -234,6 +240,8 @@ class TrainConfig:
         unknown = [stage for stage in self.eval.stages if stage not in EVAL_STAGES]
         if unknown:
             raise ValueError(f"eval.stages may hold {EVAL_STAGES}, got {unknown}")
+        if self.rollout.prompt not in ("full", "compact"):
+            raise ValueError(f"rollout.prompt must be full or compact, got {self.rollout.prompt!r}")
         if self.bf16 not in ("auto", True, False):
             raise ValueError(f"bf16 must be auto, true or false, got {self.bf16!r}")
         if not self.tasks:

@@ -59,6 +59,7 @@ def evaluate_policy(
     backend: str = "serial",
     env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
     seed: int = 0,
+    prompt_style: str = "full",
 ) -> dict[str, Any]:
     """Play each selected instance of every task once; return the eval JSON (see module)."""
     from agentgym_eppo.vector import MultiTaskVectorEnv
@@ -78,7 +79,9 @@ def evaluate_policy(
         starts = [(i, observations[i], slot_info(infos, i)) for i in range(venv.num_envs)]
         remaining = dict(quotas)
         while starts:
-            episodes = [start_episode(tokenizer, i, obs, info) for i, obs, info in starts]
+            episodes = [
+                start_episode(tokenizer, i, obs, info, prompt_style) for i, obs, info in starts
+            ]
             for episode in episodes:
                 remaining[episode.task_id] -= 1
             finished.extend(play_episodes(venv, episodes, engine, tokenizer, limits))

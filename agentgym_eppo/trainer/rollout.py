@@ -80,10 +80,21 @@ def slot_info(infos: Mapping[str, Any], index: int) -> dict[str, Any]:
 
 
 def start_episode(
-    tokenizer: PreTrainedTokenizerBase, slot: int, observation: str, info: Mapping[str, Any]
+    tokenizer: PreTrainedTokenizerBase,
+    slot: int,
+    observation: str,
+    info: Mapping[str, Any],
+    prompt_style: str = "full",
 ) -> Episode:
     """An :class:`Episode` whose transcript holds the prompt built from a reset's info."""
-    tokens = prompt_token_ids(tokenizer, info["system_prompt"], observation, info.get("tools"))
+    tokens = prompt_token_ids(
+        tokenizer,
+        info["system_prompt"],
+        observation,
+        info.get("tools"),
+        style=prompt_style,
+        task_id=str(info["task_id"]),
+    )
     return Episode(
         slot=slot,
         task_id=str(info["task_id"]),

@@ -166,6 +166,7 @@ class Trainer:
             backend=self.config.rollout.backend,
             env_kwargs=self.env_kwargs,
             seed=self.config.seed,
+            prompt_style=self.config.rollout.prompt,
         )
         result["seconds"] = time.perf_counter() - started
         write_eval(self.run_dir, result)
@@ -202,7 +203,9 @@ class Trainer:
     def sft(self, experts: Sequence[Any]) -> None:
         assert self.model is not None
         s = self.config.sft
-        transcripts = [expert_transcript(self.tokenizer, e) for e in experts]
+        transcripts = [
+            expert_transcript(self.tokenizer, e, self.config.rollout.prompt) for e in experts
+        ]
         tokens = sum(t.generated_tokens for t in transcripts)
         self.log(f"SFT on {len(transcripts)} expert episodes ({tokens} target tokens)")
         started = time.perf_counter()
@@ -323,7 +326,9 @@ class Trainer:
         started = time.perf_counter()
         observations, infos = venv.reset(seed=step_seed(self.config.seed, step))
         episodes = [
-            start_episode(self.tokenizer, i, observations[i], slot_info(infos, i))
+            start_episode(
+                self.tokenizer, i, observations[i], slot_info(infos, i), self.config.rollout.prompt
+            )
             for i in range(venv.num_envs)
         ]
         play_episodes(venv, episodes, engine, self.tokenizer, limits)

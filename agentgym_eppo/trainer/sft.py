@@ -19,7 +19,13 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .batching import build_micro_batch, plan_micro_batches, token_logprobs
-from .chat import Transcript, action_text, observation_token_ids, prompt_token_ids
+from .chat import (
+    Transcript,
+    action_text,
+    compact_system_prompt,
+    observation_token_ids,
+    prompt_token_ids,
+)
 from .rollout import slot_info
 
 
@@ -93,16 +99,26 @@ def corpus(episodes: Iterable[ExpertEpisode]) -> Iterator[str]:
     """The texts a tokenizer for these tasks should be trained on."""
     for episode in episodes:
         yield episode.system_prompt
+        yield compact_system_prompt(episode.task_id, episode.tools)
         yield "\n".join(json.dumps(tool, ensure_ascii=False) for tool in episode.tools)
         yield episode.task_text
         yield from episode.actions
         yield from episode.observations
 
 
-def expert_transcript(tokenizer: PreTrainedTokenizerBase, episode: ExpertEpisode) -> Transcript:
+def expert_transcript(
+    tokenizer: PreTrainedTokenizerBase, episode: ExpertEpisode, prompt_style: str = "full"
+) -> Transcript:
     """The expert's episode in the rollout's token layout; the expert's turns are the loss."""
     transcript = Transcript(
-        prompt_token_ids(tokenizer, episode.system_prompt, episode.task_text, episode.tools)
+        prompt_token_ids(
+            tokenizer,
+            episode.system_prompt,
+            episode.task_text,
+            episode.tools,
+            style=prompt_style,
+            task_id=episode.task_id,
+        )
     )
     end = tokenizer.eos_token
     for turn, action in enumerate(episode.actions):
