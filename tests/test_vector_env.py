@@ -377,3 +377,18 @@ def test_ray_backend_runs_the_same_api_and_restarts_a_dead_actor() -> None:
 
     assert not ray.is_initialized()
     assert _vector_temp_dirs() == before
+
+
+@pytest.mark.parametrize("backend", ["serial", "subprocess"])
+def test_expert_action_lets_each_slots_expert_act_inside_its_worker(backend: str) -> None:
+    from agentgym_eppo.vector import EXPERT_ACTION
+
+    venv = MultiTaskVectorEnv({GUESS: 2, COUNT: 2}, group_size=2, backend=backend)
+    try:
+        venv.reset(seed=0)
+        outcomes = venv.step_some(range(4), [EXPERT_ACTION] * 4)
+        assert [o.reward for o in outcomes] == [1.0] * 4
+        words = [o.info["expert_action"]["arguments"]["word"] for o in outcomes]
+        assert [venv.trajectory(i)[1]["action"] for i in range(4)] == [say(w) for w in words]
+    finally:
+        venv.close()
