@@ -28,7 +28,7 @@ import re
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +78,7 @@ TASK_PHRASES: dict[str, tuple[str, ...]] = {
 
 def garbage_action(rng: random.Random) -> Any:
     """One action that no tool accepts as it is (each kind must end or cost a turn)."""
-    kinds = (
+    kinds: tuple[Callable[[], Any], ...] = (
         lambda: "".join(chr(rng.randrange(0, 0x2FFFF)) for _ in range(rng.randrange(1, 80))),
         lambda: '<tool_call>{"name": "bash_action", "arguments": {"script": "ls"',
         lambda: json.dumps({"name": "no_such_tool", "arguments": {}}),
@@ -378,7 +378,7 @@ def run_soak(
             seed=seed,
         )
         try:
-            pool_pids = getattr(venv.pool, "pids", lambda: [])
+            pool_pids: Callable[[], list[int]] = getattr(venv.pool, "pids", list)
             observations = dict.fromkeys(range(venv.num_envs), "")
             idle = list(range(venv.num_envs))
             resets = venv.reset_some(idle)
