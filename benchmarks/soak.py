@@ -30,6 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
@@ -194,9 +195,15 @@ class ResourceSnapshot:
         return {key: value - getattr(other, key) for key, value in vars(self).items()}
 
 
-def marked_processes(marker: str) -> list[psutil.Process]:
+RESOURCE_TRACKER = "multiprocessing.resource_tracker"
+"""multiprocessing's helper process: one per parent process, started with the first
+worker and ended when the parent exits; not an episode's resource."""
+
+
+def marked_processes(marker: str, *, trackers: bool = False) -> list[psutil.Process]:
     """Every live process whose environment carries ``MARKER_VARIABLE=marker``, except us
-    (children inherit it, daemonised or not)."""
+    (children inherit it, daemonised or not) and, unless ``trackers``, multiprocessing's
+    resource tracker."""
     found = []
     needle = f"{MARKER_VARIABLE}={marker}".encode()
     for process in psutil.process_iter(["pid"]):
@@ -204,8 +211,11 @@ def marked_processes(marker: str) -> list[psutil.Process]:
             continue
         with contextlib.suppress(OSError, psutil.Error):
             environ = Path(f"/proc/{process.pid}/environ").read_bytes()
-            if needle in environ.split(b"\0") and process.status() != psutil.STATUS_ZOMBIE:
-                found.append(process)
+            if needle not in environ.split(b"\0") or process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if not trackers and RESOURCE_TRACKER in " ".join(process.cmdline()):
+                continue
+            found.append(process)
     return found
 
 
@@ -232,9 +242,15 @@ def _cgroups_of(owner_pids: set[int]) -> int:
 
 
 def _own_mounts() -> int:
-    """Mount points in this process's namespace that an episode could have left."""
+    """Mount points in this process's namespace that an episode could have left (the OS
+    sandbox's tmpfs and overlays are named ``agentgym``; Docker's own overlays, which
+    other users of the machine start, are not counted)."""
     text = Path("/proc/self/mountinfo").read_text()
-    return sum(1 for line in text.splitlines() if "agentgym" in line or "overlay" in line)
+    return sum(
+        1
+        for line in text.splitlines()
+        if "agentgym" in line or (" overlay " in line and "/var/lib/docker/" not in line)
+    )
 
 
 def episode_databases(url: str | None, since: float) -> tuple[int, int]:
@@ -276,13 +292,15 @@ def snapshot(
     )
 
 
-def rss_bytes(pids: Sequence[int]) -> int:
-    """Resident memory of this process plus ``pids`` (dead ones count 0)."""
-    total = psutil.Process().memory_info().rss
-    for pid in pids:
+def rss_by_owner(venv: MultiTaskVectorEnv) -> dict[str, int]:
+    """Resident memory of this process (``"main"``) and of the workers, summed per task."""
+    owners = {"main": psutil.Process().memory_info().rss}
+    pids: list[int] = getattr(venv.pool, "pids", list)()
+    for worker, pid in enumerate(pids):
+        task = venv.task_ids[venv.pool.worker_slots[worker][0]]
         with contextlib.suppress(psutil.Error):
-            total += psutil.Process(pid).memory_info().rss
-    return total
+            owners[task] = owners.get(task, 0) + psutil.Process(pid).memory_info().rss
+    return owners
 
 
 @contextlib.contextmanager
@@ -320,19 +338,23 @@ class SoakReport:
     worker_restarts: int
     before: ResourceSnapshot
     after: ResourceSnapshot
-    rss_samples: list[tuple[int, int]]
-    """(episodes ended, RSS bytes of the soak's processes) at each sample."""
+    rss_samples: list[tuple[int, dict[str, int]]]
+    """(episodes ended, RSS bytes per owner: "main" and each task's workers) per sample."""
     leftover_processes: list[str] = field(default_factory=list)
     leaked: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
         self.leaked = self.after.minus(self.before)
 
-    def rss_growth(self, after_episodes: int) -> int:
-        """RSS at the last sample minus RSS at the first sample taken after
-        ``after_episodes`` episodes (warm-up excluded)."""
+    def rss_growth(self, after_episodes: int) -> dict[str, int]:
+        """Per owner and in total ("all"): RSS at the last sample minus RSS at the first
+        sample taken after ``after_episodes`` episodes (warm-up excluded)."""
         warm = [rss for done, rss in self.rss_samples if done >= after_episodes]
-        return warm[-1] - warm[0] if len(warm) >= 2 else 0
+        if len(warm) < 2:
+            return {}
+        growth = {owner: warm[-1].get(owner, 0) - warm[0].get(owner, 0) for owner in warm[0]}
+        growth["all"] = sum(warm[-1].values()) - sum(warm[0].values())
+        return growth
 
 
 def run_soak(
@@ -363,11 +385,12 @@ def run_soak(
         kwargs["db"].setdefault("db_url", db_url)
     with private_environment(marker) as temp_dir:
         owner_pids: set[int] = set()
+        resource_tracker.ensure_running()  # its pipe and process live as long as we do
         before = snapshot(marker, temp_dir, owner_pids, db_url, since)
         policy = SoakPolicy(seed, garbage_rate=garbage_rate)
         statuses: dict[str, Counter[str]] = {task: Counter() for task in tasks}
         garbage = steps = restarts = done = 0
-        samples: list[tuple[int, int]] = []
+        samples: list[tuple[int, dict[str, int]]] = []
         started = time.perf_counter()
         venv = MultiTaskVectorEnv(
             {task: slots_per_task for task in tasks},
@@ -407,19 +430,18 @@ def run_soak(
                     done += 1
                     if done % sample_every == 0:
                         owner_pids.update(pool_pids())
-                        samples.append((done, rss_bytes(pool_pids())))
+                        samples.append((done, rss_by_owner(venv)))
                         if progress is not None:
                             progress(done, episodes)
                 resets = venv.reset_some(finished) if finished and done < episodes else []
                 idle += [index for index, _, _ in resets]
             owner_pids.update(pool_pids())  # steps still in flight end with the close
-            owner_pids.update(pool_pids())
         finally:
             venv.close()
         seconds = time.perf_counter() - started
         time.sleep(1.0)  # let killed children be reaped before counting
         after = snapshot(marker, temp_dir, owner_pids, db_url, since)
-        leftovers = [_describe(process) for process in marked_processes(marker)]
+        leftovers = [_describe(p) for p in marked_processes(marker, trackers=True)]
     return SoakReport(
         episodes=done,
         steps=steps,
