@@ -69,12 +69,16 @@ def test_a_sandbox_sees_none_of_another_episodes_files_or_processes(
     marker = f"agentgym-secret-{uuid.uuid4().hex[:10]}"
     _run(first, f"echo {marker} > /root/{marker}; echo {marker} > /tmp/{marker}")
     _run(first, f"(exec -a {marker} sleep 300) &")
-    seen = _run(
-        second,
-        f"ls /root /tmp; ps -eo args; grep -rl {marker} /root /tmp /run 2>/dev/null; "
-        f"cat /proc/*/cmdline 2>/dev/null | tr '\\0' ' '; echo done",
+    count = (
+        f"ls -A /root /tmp | grep -c {marker}; ps -eo args | grep -v grep | grep -c {marker}; "
+        f"grep -rl {marker} /root /tmp /run 2>/dev/null | wc -l; "
+        # argv[0] of every process it can see (the marked sleep's is the marker)
+        f"for f in /proc/[0-9]*/cmdline; do head -zn1 $f 2>/dev/null; done "
+        f"| tr '\\0' '\\n' | grep -cx {marker}"
     )
-    assert marker not in seen and seen.endswith("done\n")
+    # files in /root and /tmp, its process, files holding it, the process's argv[0]
+    assert _run(first, count) == "The output of the OS:\n\n2\n1\n2\n1\n"
+    assert _run(second, count) == "The output of the OS:\n\n0\n0\n0\n0\n"
     host = Path("/tmp") / marker
     assert not host.exists(), "a sandbox file reached the host's /tmp"
 
@@ -127,12 +131,13 @@ def test_escape_attempts_leave_the_host_untouched(
 ) -> None:
     first, _ = two_sandboxes
     marker = f"agentgym-escape-{uuid.uuid4().hex[:10]}"
-    sysrq = Path("/proc/sys/kernel/sysrq").read_text()
+    sysrq_file = Path("/proc/sys/kernel/sysrq")
+    sysrq = sysrq_file.read_text() if sysrq_file.exists() else None
     observation = _run(first, attempt.format(marker=marker))
     assert "connected" not in observation
     for path in (Path("/usr/bin") / marker, Path("/etc") / marker, Path("/tmp") / marker):
         assert not path.exists(), f"{attempt!r} wrote {path} on the host"
-    assert Path("/proc/sys/kernel/sysrq").read_text() == sysrq
+    assert (sysrq_file.read_text() if sysrq_file.exists() else None) == sysrq
     assert _run(first, "echo ok") == "The output of the OS:\n\nok\n"
 
 
@@ -160,7 +165,8 @@ def _server(url: str) -> str:
 def two_databases(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
     db_env = _needs("agentgym_eppo.environments.db.env", "db")
     url = {"sqlite": None, "mariadb": MARIADB_URL, "postgres": POSTGRES_URL}[request.param]
-    kwargs = {} if url is None else {"db_url": _server(url)}
+    kwargs: dict[str, Any] = {} if url is None else {"db_url": _server(url)}
+    kwargs["max_turns"] = 100  # room for every attack in one episode
     attacker, victim = db_env.DBEnv(split="dev", **kwargs), db_env.DBEnv(split="dev", **kwargs)
     attacker.reset(options={"index": 0})
     victim.reset(options={"index": 0})
