@@ -84,6 +84,60 @@ def test_task_error_episodes_are_left_out_of_the_loss() -> None:
     assert all(torch.equal(without[name], with_lost[name]) for name in without)
 
 
+class ScriptedEngine:
+    """Plays given assistant turns: round k gives ``rounds[k][j]`` to the j-th running slot."""
+
+    def __init__(self, tokenizer: Any, rounds: list[list[str]]) -> None:
+        self.tokenizer, self.rounds = tokenizer, rounds
+
+    def generate(self, contexts: Any, max_new_tokens: Any, temperature: float) -> list[list[int]]:
+        texts = self.rounds.pop(0)
+        assert len(texts) == len(contexts)
+        eos = int(self.tokenizer.eos_token_id)
+        return [[*self.tokenizer.encode(text), eos] for text in texts]
+
+    def update_weights(self, model: Any) -> None:
+        """Nothing to sync: the turns are scripted."""
+
+
+def test_a_worker_dying_mid_rollout_ends_only_its_episode_and_the_update_skips_it() -> None:
+    from vector_test_envs import GUESS
+
+    from agentgym_eppo.trainer.rollout import RolloutLimits, play_episodes, start_episode
+    from agentgym_eppo.vector import MultiTaskVectorEnv
+
+    die = '<tool_call>{"name": "die", "arguments": {"how": "9"}}</tool_call>'
+    wait = '<tool_call>{"name": "wait", "arguments": {"seconds": "0"}}</tool_call>'
+    say = '<tool_call>{"name": "say", "arguments": {"word": "delta"}}</tool_call>'
+    torch.set_num_threads(1)
+    tokenizer = build_tokenizer([die, wait, say] * 10, vocab_size=400)
+    venv = MultiTaskVectorEnv({GUESS: 2}, group_size=2, split="dev", backend="subprocess")
+    try:
+        observations, infos = venv.reset(seed=0)
+        episodes = [
+            start_episode(tokenizer, i, observations[i], {k: v[i] for k, v in infos.items()})
+            for i in range(2)
+        ]
+        engine = ScriptedEngine(tokenizer, [[die, wait], [say]])
+        play_episodes(venv, episodes, engine, tokenizer, RolloutLimits(64, 2048, 1.0))
+    finally:
+        venv.close()
+    lost, finished = episodes
+    assert (lost.status, lost.reward, lost.info["worker_restarted"]) == ("task_error", -0.2, True)
+    assert (finished.status, finished.reward, finished.turns) == ("completed", 1.0, 2)
+    model = build_tiny_model(tokenizer, hidden_size=32, layers=1, heads=2, kv_heads=1, seed=0)
+    updater = PolicyUpdater(
+        model,
+        torch.optim.AdamW(model.parameters(), lr=1e-2),
+        FixedClip(),
+        UpdateSettings(kl_coef=0.0, temperature=1.0),
+        pad_token_id=int(tokenizer.pad_token_id),
+    )
+    result = updater.step(episodes, torch.Generator().manual_seed(0))
+    assert result.tokens == finished.generated_tokens
+    assert result.advantages == [0.0]  # alone in its group once the lost episode is out
+
+
 # ---------------------------------------------------------------------- resume
 
 
