@@ -165,11 +165,15 @@ def _soak_section(s: dict[str, Any]) -> list[str]:
         f" in all, **{verdict}** the bound stated before the run ({_mib(s['rss_bound'])}); "
         "per owner:",
         "",
-        "| owner | RSS at the last sample | growth after warm-up |",
-        "|---|---|---|",
+        "| owner | RSS at the last sample | growth after warm-up | growth over the second half |",
+        "|---|---|---|---|",
     ]
+    half = next(rss for done, rss in s["rss_samples"] if done >= last[0] // 2)
     for owner, value in last[1].items():
-        lines.append(f"| {owner} | {value / 2**20:.0f} MiB | {_mib(growth.get(owner, 0))} |")
+        lines.append(
+            f"| {owner} | {value / 2**20:.0f} MiB | {_mib(growth.get(owner, 0))} | "
+            f"{_mib(value - half.get(owner, 0))} |"
+        )
     lines.append("")
     return lines
 

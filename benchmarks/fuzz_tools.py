@@ -325,8 +325,8 @@ def fuzz_env_steps(task: str, examples: int, **env_kwargs: Any) -> dict[str, Any
     return {**counts, "statuses": dict(statuses), "slowest_s": slowest[0], "errors": errors[:5]}
 
 
-PARSER_EXAMPLES = 20_000
-STEP_EXAMPLES = {"os": 400, "db": 2_000, "kg": 2_000, "alfworld": 600, "webshop": 2_000}
+PARSER_EXAMPLES = 3_000
+STEP_EXAMPLES = {"os": 300, "db": 1_000, "kg": 1_000, "alfworld": 300, "webshop": 1_000}
 STEP_KWARGS: dict[str, dict[str, Any]] = {"os": {"command_timeout": 5.0}}
 
 
