@@ -71,6 +71,7 @@ def run_soak_part(episodes: int = SOAK_EPISODES, budget_s: float = SOAK_BUDGET_S
         sample_every=100,
         progress=progress,
         budget_s=budget_s,
+        drain=False,
     )
     figures = {
         "date": stamp,

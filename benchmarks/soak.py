@@ -37,7 +37,7 @@ from typing import Any
 import psutil
 
 from agentgym_eppo.core import Status
-from agentgym_eppo.vector import EXPERT_ACTION, MultiTaskVectorEnv
+from agentgym_eppo.vector import EXPERT_ACTION, MultiTaskVectorEnv, StepOutcome
 
 ALL_TASKS = ("os", "db", "kg", "alfworld", "webshop")
 MARKER_VARIABLE = "AGENTGYM_SOAK_MARKER"
@@ -370,13 +370,16 @@ def run_soak(
     env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
     progress: Any = None,
     budget_s: float | None = None,
+    drain: bool = True,
 ) -> SoakReport:
     """Play ``episodes`` episodes over ``tasks`` and measure what is left behind.
 
     ``db_url`` puts the DB task on a server (MariaDB: databases and users are then
     counted); ``progress(done, total)`` is called after each sample. With ``budget_s``
     the run stops starting episodes once that many seconds have passed (the report
-    says how many episodes it reached).
+    says how many episodes it reached). ``drain=False`` closes the vector env while the
+    last steps are still running, as an interrupted program would; ``True`` (default)
+    collects them first.
     """
     marker = f"{os.getpid()}-{time.time_ns()}"
     since = time.time()
@@ -403,6 +406,27 @@ def run_soak(
         try:
             pool_pids: Callable[[], list[int]] = getattr(venv.pool, "pids", list)
             observations = dict.fromkeys(range(venv.num_envs), "")
+            pending: set[int] = set()
+
+            def tally(outcome: StepOutcome) -> bool:
+                """Count one outcome; True when its episode ended."""
+                nonlocal steps, done, restarts
+                steps += 1
+                pending.discard(outcome.index)
+                observations[outcome.index] = outcome.observation
+                if not (outcome.terminated or outcome.truncated):
+                    return False
+                status = str(outcome.info.get("status", Status.TASK_ERROR.value))
+                statuses[outcome.info.get("task_id", "?")][status] += 1
+                restarts += bool(outcome.info.get("worker_restarted"))
+                done += 1
+                if done % sample_every == 0:
+                    owner_pids.update(pool_pids())
+                    samples.append((done, rss_by_owner(venv)))
+                    if progress is not None:
+                        progress(done, episodes)
+                return True
+
             idle = list(range(venv.num_envs))
             resets = venv.reset_some(idle)
             while True:
@@ -416,26 +440,17 @@ def run_soak(
                 actions = [policy.act(i, observations[i]) for i in idle]
                 garbage += sum(1 for a in actions if not _looks_valid(a))
                 venv.submit_steps(idle, actions)
-                idle, finished = [], []
+                pending.update(idle)
+                finished: list[int] = []
+                idle = []
                 for outcome in venv.collect_steps():
-                    steps += 1
-                    observations[outcome.index] = outcome.observation
-                    if not (outcome.terminated or outcome.truncated):
-                        idle.append(outcome.index)
-                        continue
-                    status = str(outcome.info.get("status", Status.TASK_ERROR.value))
-                    statuses[outcome.info.get("task_id", "?")][status] += 1
-                    restarts += bool(outcome.info.get("worker_restarted"))
-                    finished.append(outcome.index)
-                    done += 1
-                    if done % sample_every == 0:
-                        owner_pids.update(pool_pids())
-                        samples.append((done, rss_by_owner(venv)))
-                        if progress is not None:
-                            progress(done, episodes)
+                    (finished if tally(outcome) else idle).append(outcome.index)
                 resets = venv.reset_some(finished) if finished and done < episodes else []
                 idle += [index for index, _, _ in resets]
-            owner_pids.update(pool_pids())  # steps still in flight end with the close
+            while drain and pending:
+                for outcome in venv.collect_steps():
+                    tally(outcome)
+            owner_pids.update(pool_pids())
         finally:
             venv.close()
         seconds = time.perf_counter() - started
