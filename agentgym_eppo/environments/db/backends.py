@@ -235,7 +235,7 @@ class SQLiteEpisode(EpisodeDatabase):
         self._deadline = 0.0
         connection.isolation_level = None  # autocommit: each statement stands alone
         connection.create_collation("MYSQL_CI", _mysql_collation)
-        quote = engine.dialect.identifier_preparer.quote_identifier
+        quote = ServerBackend.quote
         for table in tables:
             columns = ", ".join(
                 f"{quote(column)} TEXT COLLATE MYSQL_CI" for column in table.columns
@@ -362,8 +362,10 @@ class ServerBackend(DBBackend):
             if dropped:
                 logger.info("dropped %d leftover episode database(s): %s", len(dropped), dropped)
 
-    def quote(self, name: str) -> str:
-        return self.admin.dialect.identifier_preparer.quote_identifier(name)
+    @staticmethod
+    def quote(name: str) -> str:
+        """``name`` as a quoted identifier (SQLAlchemy's quoting would double a ``%``)."""
+        return '"' + name.replace('"', '""') + '"'
 
     @abc.abstractmethod
     def cleanup_leftovers(self, grace: float = LEFTOVER_GRACE_SECONDS) -> list[str]:
@@ -381,6 +383,11 @@ class MySQLBackend(ServerBackend):
     """MariaDB/MySQL: a database and a least-privilege user per episode."""
 
     dialect = "mysql"
+
+    @staticmethod
+    def quote(name: str) -> str:
+        return "`" + name.replace("`", "``") + "`"
+
     EPISODE_GRANTS = (
         "SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, CREATE TEMPORARY TABLES, "
         "CREATE VIEW, SHOW VIEW"
