@@ -37,17 +37,86 @@ SPLIT_SIZES = {"train": 1000, "dev": 200, "test": 200}
 DEFAULT_SEED = 20240611
 MAX_ANSWERS = 8
 
-_SYLLABLES = (
-    "ar ben cor dal el fen gar hal in jor kel lan mor nor or pel quin ros sal tor ul ven wil yar zen"
-).split()
-_FIRST_NAMES = (
-    "Ada Bruno Chen Dara Elena Farid Greta Hugo Ines Jonas Kofi Lena Mateo Nora Omar Priya "
-    "Quentin Rosa Sven Tara Umar Vera Wei Yusuf Zoe"
-).split()
-_LAST_NAMES = (
-    "Abbott Barros Castillo Dubois Eriksen Fischer Garcia Haddad Ivanova Jensen Kowalski "
-    "Larsen Moreau Nakamura Okafor Petrov Quinn Rossi Silva Tanaka Urban Volkov Weber Young"
-).split()
+_SYLLABLES = [
+    "ar",
+    "ben",
+    "cor",
+    "dal",
+    "el",
+    "fen",
+    "gar",
+    "hal",
+    "in",
+    "jor",
+    "kel",
+    "lan",
+    "mor",
+    "nor",
+    "or",
+    "pel",
+    "quin",
+    "ros",
+    "sal",
+    "tor",
+    "ul",
+    "ven",
+    "wil",
+    "yar",
+    "zen",
+]
+_FIRST_NAMES = [
+    "Ada",
+    "Bruno",
+    "Chen",
+    "Dara",
+    "Elena",
+    "Farid",
+    "Greta",
+    "Hugo",
+    "Ines",
+    "Jonas",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nora",
+    "Omar",
+    "Priya",
+    "Quentin",
+    "Rosa",
+    "Sven",
+    "Tara",
+    "Umar",
+    "Vera",
+    "Wei",
+    "Yusuf",
+    "Zoe",
+]
+_LAST_NAMES = [
+    "Abbott",
+    "Barros",
+    "Castillo",
+    "Dubois",
+    "Eriksen",
+    "Fischer",
+    "Garcia",
+    "Haddad",
+    "Ivanova",
+    "Jensen",
+    "Kowalski",
+    "Larsen",
+    "Moreau",
+    "Nakamura",
+    "Okafor",
+    "Petrov",
+    "Quinn",
+    "Rossi",
+    "Silva",
+    "Tanaka",
+    "Urban",
+    "Volkov",
+    "Weber",
+    "Young",
+]
 
 
 @dataclass(frozen=True)
@@ -466,7 +535,9 @@ class TaskWriter:
         new = [column.draw(self.rng) for column in self.columns]
         if new[0] in existing:
             new[0] = f"{new[0]} {self.rng.choice(_SYLLABLES).capitalize()}"
-        details = ", ".join(f"{c.phrase} {v}" for c, v in zip(self.columns[1:], new[1:]))
+        details = ", ".join(
+            f"{c.phrase} {v}" for c, v in zip(self.columns[1:], new[1:], strict=True)
+        )
         text = self.say(
             f"Add the {self.domain.entity} {new[0]} to the {self.table} table with {details}.",
             f"Record a new {self.domain.entity}, {new[0]}: {details}.",
@@ -575,7 +646,7 @@ class Verifier:
 def generate_split(split: str, count: int, seed: int, verifier: Verifier) -> list[dict]:
     """``count`` verified tasks for ``split``; deterministic in ``(split, seed)``."""
     rng = random.Random(f"{seed}-{split}")
-    kinds, weights = zip(*_KINDS)
+    kinds, weights = zip(*_KINDS, strict=True)
     records: list[dict] = []
     while len(records) < count:
         domain = rng.choice(DOMAINS)
