@@ -6,6 +6,7 @@ import hashlib
 
 import pytest
 import sqlalchemy as sa
+from db_servers import MARIADB_URL, server_url
 
 from agentgym_eppo.environments.db.evaluation import (
     answers_match,
@@ -15,8 +16,6 @@ from agentgym_eppo.environments.db.evaluation import (
     table_hash,
     tables_hash,
 )
-
-from db_servers import MARIADB_URL, server_url
 
 
 def test_row_hash_skips_nulls_like_concat_ws() -> None:
