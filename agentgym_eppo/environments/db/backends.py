@@ -22,8 +22,9 @@ and drops it when the episode ends. Every backend keeps the same promises:
   the observation is longer than ``char_limit``; the rest is never fetched (MariaDB:
   an unbuffered cursor and ``KILL QUERY``; PostgreSQL: a server-side cursor).
 * **Cleanup.** Dropping happens when the episode ends, when the environment is closed
-  or garbage-collected, and, for databases left by a killed process, when a server
-  backend starts: :func:`cleanup_leftovers` drops every ``agentgym_ep_`` database,
+  or garbage-collected (on a server, in a background thread once the episode's own
+  connection is closed; ``close`` waits for it), and, for databases left by a killed
+  process, when a server backend starts: :func:`cleanup_leftovers` drops every ``agentgym_ep_`` database,
   schema, user and role that has no open session and is older than a grace period.
 """
 
@@ -39,6 +40,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -355,6 +357,11 @@ class ServerBackend(DBBackend):
         super().__init__(statement_timeout)
         self.url = url
         self.admin = sa.create_engine(url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
+        # Dropping a database costs the server tens of milliseconds of file work; it
+        # runs behind the next episode's start. The episode's own connection is closed
+        # first, so nothing runs in a database once its episode is over.
+        self._dropper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentgym-db-drop")
+        self._pending: list[Future[None]] = []
         key = url.render_as_string(hide_password=True)
         if key not in ServerBackend._cleaned:
             ServerBackend._cleaned.add(key)
@@ -375,7 +382,30 @@ class ServerBackend(DBBackend):
     def episode_url(self, name: str, password: str, **changes: Any) -> URL:
         return self.url.set(username=name, password=password, **changes)
 
+    @abc.abstractmethod
+    def _drop(self, name: str) -> None:
+        """Drop the database/schema and user/role ``name`` now."""
+
+    def drop_later(self, name: str) -> None:
+        """Drop ``name`` in the background (:meth:`wait_for_drops` waits for it)."""
+        self._pending = [future for future in self._pending if not future.done()]
+        self._pending.append(self._dropper.submit(self._drop_logged, name))
+
+    def _drop_logged(self, name: str) -> None:
+        try:
+            self._drop(name)
+        except Exception:  # start-up cleanup will retry it
+            logger.warning("dropping episode database %s failed", name, exc_info=True)
+
+    def wait_for_drops(self) -> None:
+        """Block until every episode database handed to :meth:`drop_later` is gone."""
+        for future in self._pending:
+            future.result()
+        self._pending = []
+
     def close(self) -> None:
+        self.wait_for_drops()
+        self._dropper.shutdown(wait=True)
         self.admin.dispose()
 
 
@@ -517,7 +547,7 @@ class MySQLEpisode(EpisodeDatabase):
         with contextlib.suppress(Exception):
             self._proxy.close()
         self.engine.dispose()
-        self.backend._drop(self.name)
+        self.backend.drop_later(self.name)
 
 
 class PostgresBackend(ServerBackend):
@@ -669,7 +699,7 @@ class PostgresEpisode(EpisodeDatabase):
         with contextlib.suppress(Exception):
             self._proxy.close()
         self.engine.dispose()
-        self.backend._drop(self.name)
+        self.backend.drop_later(self.name)
 
 
 def _batches(cursor: Any) -> Iterator[Sequence[Any]]:
