@@ -283,3 +283,17 @@ def test_registered_id_builds_the_db_env() -> None:
     env = gym.make("AgentBench-DB-v0", tasks=[PEOPLE])
     assert isinstance(env.unwrapped, DBEnv)
     env.close()
+
+
+def test_expert_keeps_its_plan_when_other_statements_come_between() -> None:
+    env = DBEnv(split="dev")
+    env.reset(options={"index": 0})
+    first = env.expert_action()
+    assert first["name"] == "execute_sql"
+    env.step(execute("SELECT 1"))
+    assert env.expert_action() == first
+    env.step(first)
+    env.step(execute("SELECT 2"))
+    _, reward, terminated, _, _ = env.step(env.expert_action())
+    assert (reward, terminated) == (1.0, True)
+    env.close()

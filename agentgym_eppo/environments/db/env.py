@@ -103,7 +103,8 @@ class DBEnv(AgentBenchEnv[DBTaskRecord]):
         self.group_concat_max_len = group_concat_max_len
         self._database: EpisodeDatabase | None = None
         self._finalizer: weakref.finalize | None = None
-        self._last_rows: tuple[tuple[Any, ...], ...] = ()
+        self._gold_done = 0
+        self._gold_rows: tuple[tuple[Any, ...], ...] = ()
 
     @property
     def system_prompt(self) -> str:
@@ -124,13 +125,18 @@ class DBEnv(AgentBenchEnv[DBTaskRecord]):
         self._database = database
         # Drops the database if the env is garbage-collected mid-episode or at exit.
         self._finalizer = weakref.finalize(self, _drop_quietly, database)
-        self._last_rows = ()
+        self._gold_done = 0
+        self._gold_rows = ()
         return record.prompt()
 
     def _run_tool(self, call: FunctionCall) -> ToolResult:
         if call.name == "execute_sql":
-            result = self.database.execute(call.arguments["query"], self.output_limit)
-            self._last_rows = result.rows
+            query = call.arguments["query"]
+            result = self.database.execute(query, self.output_limit)
+            gold = self.record.gold_sql
+            if not result.error and self._gold_done < len(gold) and query == gold[self._gold_done]:
+                self._gold_done += 1
+                self._gold_rows = result.rows
             return ToolResult(result.text, info={"sql_error": result.error})
         return self._score(list(call.arguments["answers"]))
 
@@ -162,4 +168,4 @@ class DBEnv(AgentBenchEnv[DBTaskRecord]):
 
     def expert_action(self) -> dict[str, Any]:
         """The expert's next call (see :mod:`agentgym_eppo.environments.db.expert`)."""
-        return expert_action(self.record, self.turn, self._last_rows)
+        return expert_action(self.record, self._gold_done, self._gold_rows)

@@ -6,8 +6,9 @@
   its label on the backend at hand;
 * AgentBench query task (its ``sql`` field is often not valid SQL): commit the label.
 
-The plan is indexed by turn: it is the expert's next action in an episode that has
-followed the expert so far.
+The environment counts how many gold statements the episode has run, in order and
+without error, and keeps the rows of the last of them; other statements in between
+(the agent's or the expert's exploration) do not disturb the plan.
 """
 
 from __future__ import annotations
@@ -24,14 +25,15 @@ def answers_from_rows(rows: Sequence[Sequence[Any]]) -> list[str]:
     return [str(sql_text(value)) for row in rows for value in row]
 
 
-def expert_action(record: DBTaskRecord, turn: int, last_rows: Sequence[Sequence[Any]]) -> dict:
-    """The expert's call at ``turn`` (0-based), given the rows of the last ``execute_sql``."""
-    if turn < len(record.gold_sql):
-        return {"name": "execute_sql", "arguments": {"query": record.gold_sql[turn]}}
+def expert_action(record: DBTaskRecord, gold_done: int, gold_rows: Sequence[Sequence[Any]]) -> dict:
+    """The expert's next call once ``gold_done`` gold statements have run, the last of
+    them returning ``gold_rows``."""
+    if gold_done < len(record.gold_sql):
+        return {"name": "execute_sql", "arguments": {"query": record.gold_sql[gold_done]}}
     if record.is_mutation:
         answers: list[str] = []
     elif record.gold_sql:
-        answers = answers_from_rows(last_rows)
+        answers = answers_from_rows(gold_rows)
     else:
         answers = list(record.label)
     return {"name": "commit_final_answer", "arguments": {"answers": answers}}
