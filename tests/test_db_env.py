@@ -297,3 +297,20 @@ def test_expert_keeps_its_plan_when_other_statements_come_between() -> None:
     _, reward, terminated, _, _ = env.step(env.expert_action())
     assert (reward, terminated) == (1.0, True)
     env.close()
+
+
+def test_docs_example_runs_and_solves_its_task() -> None:
+    """The first Python block of docs/db.md (the README's gym.make example) runs as is."""
+    text = (REPO_ROOT / "docs" / "db.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(code.strip().splitlines()) <= 10
+    output = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.splitlines()
+    assert output[0].startswith("[('") and output[-1] == "1.0 completed"

@@ -4,6 +4,9 @@ least privilege, timeouts that an agent cannot switch off, bounded results, clea
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -235,3 +238,34 @@ def test_shipped_tasks_are_portable_to_the_servers(url: str, split: str) -> None
                 break
         assert reward == 1.0, (split, index, env.record.gold_sql, info)
     env.close()
+
+
+def test_leftovers_of_a_killed_process_are_dropped_at_start_up(url: str) -> None:
+    """A process dies mid-episode (no cleanup runs); the next backend for the server finds
+    its database with no open session and drops it."""
+    code = (
+        "import os, sys\n"
+        "from agentgym_eppo.environments.db import DBEnv\n"
+        f"env = DBEnv(split='dev', db_url={url!r})\n"
+        "env.reset(options={'index': 0})\n"
+        "print(env.database.name, flush=True)\n"
+        "os._exit(9)\n"
+    )
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=repo,
+        env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 9, done.stderr
+    orphan = done.stdout.strip().splitlines()[-1]
+    assert orphan in episode_objects(url)
+    backend = make_backend(url)
+    deadline = time.monotonic() + 10  # the server notices the dead client's socket
+    while orphan not in backend.cleanup_leftovers(grace=0) and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        time.sleep(0.2)
+    backend.close()
+    assert orphan not in episode_objects(url)

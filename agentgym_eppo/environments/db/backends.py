@@ -103,6 +103,17 @@ class RowRenderer:
         return QueryResult(text, tuple(self.rows), truncated=truncated)
 
 
+def quote_ansi(name: str) -> str:
+    """``name`` as a double-quoted identifier (SQLite, PostgreSQL). SQLAlchemy's own
+    quoting doubles a ``%`` for drivers that %-format, which would rename the column."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_mysql(name: str) -> str:
+    """``name`` as a backquoted MySQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def episode_name() -> str:
     """A fresh, recognisable name: ``agentgym_ep_<unix seconds>_<8 hex>`` (31 chars)."""
     return f"{EPISODE_PREFIX}{int(time.time())}_{secrets.token_hex(4)}"
@@ -237,7 +248,7 @@ class SQLiteEpisode(EpisodeDatabase):
         self._deadline = 0.0
         connection.isolation_level = None  # autocommit: each statement stands alone
         connection.create_collation("MYSQL_CI", _mysql_collation)
-        quote = ServerBackend.quote
+        quote = quote_ansi
         for table in tables:
             columns = ", ".join(
                 f"{quote(column)} TEXT COLLATE MYSQL_CI" for column in table.columns
@@ -369,10 +380,7 @@ class ServerBackend(DBBackend):
             if dropped:
                 logger.info("dropped %d leftover episode database(s): %s", len(dropped), dropped)
 
-    @staticmethod
-    def quote(name: str) -> str:
-        """``name`` as a quoted identifier (SQLAlchemy's quoting would double a ``%``)."""
-        return '"' + name.replace('"', '""') + '"'
+    quote = staticmethod(quote_ansi)
 
     @abc.abstractmethod
     def cleanup_leftovers(self, grace: float = LEFTOVER_GRACE_SECONDS) -> list[str]:
@@ -414,9 +422,7 @@ class MySQLBackend(ServerBackend):
 
     dialect = "mysql"
 
-    @staticmethod
-    def quote(name: str) -> str:
-        return "`" + name.replace("`", "``") + "`"
+    quote = staticmethod(quote_mysql)
 
     EPISODE_GRANTS = (
         "SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, CREATE TEMPORARY TABLES, "
