@@ -12,6 +12,8 @@ from typing import Any
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentgym_eppo.environments.db import DBEnv
 from agentgym_eppo.environments.db.backends import SQLiteBackend
@@ -314,3 +316,17 @@ def test_docs_example_runs_and_solves_its_task() -> None:
         check=True,
     ).stdout.splitlines()
     assert output[0].startswith("[('") and output[-1] == "1.0 completed"
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    query=st.text(max_size=200) | st.sampled_from(["SELECT '\x00'", "SELECT '\ud800'", "(" * 5000])
+)
+def test_any_query_text_is_an_observation_never_an_end(people_env: DBEnv, query: str) -> None:
+    if people_env.status.value != "running" or people_env.turn >= 14:
+        people_env.reset(options={"index": 0})
+    obs, reward, terminated, truncated, info = people_env.step(execute(query))
+    assert isinstance(obs, str) and (reward, terminated, truncated) == (0.0, False, False)
+    assert info["status"] == "running"

@@ -269,3 +269,22 @@ def test_leftovers_of_a_killed_process_are_dropped_at_start_up(url: str) -> None
         time.sleep(0.2)
     backend.close()
     assert orphan not in episode_objects(url)
+
+
+def test_same_actions_give_the_same_observations_in_every_episode(url: str) -> None:
+    """Error messages name the episode's random database; the env shows it as dbbench."""
+    actions = [
+        execute("SELECT * FROM nope"),
+        execute("SELECT `Name` FROM `People Table` ORDER BY `Name`"),
+        execute("DROP DATABASE test"),
+    ]
+    transcripts = []
+    for _ in range(2):
+        env = DBEnv([PEOPLE], db_url=url)
+        env.reset(options={"index": 0})
+        transcripts.append([env.step(action)[0] for action in actions])
+        name = env.database.name  # type: ignore[attr-defined]
+        env.close()
+        assert not any(name in observation for observation in transcripts[-1])
+    assert transcripts[0] == transcripts[1]
+    assert transcripts[0][1] == "[('Ann',), ('Bob',), (\"O'Neil\",)]"

@@ -130,6 +130,12 @@ class EpisodeDatabase(abc.ABC):
     """One episode's database: run the agent's statements, read tables, drop it all."""
 
     dialect: str
+    name: str = ""
+
+    def _stable(self, message: str) -> str:
+        """``message`` with the episode's random database/user name replaced by
+        ``dbbench``, so the same actions give the same observations in every episode."""
+        return message.replace(self.name, "dbbench") if self.name else message
 
     @abc.abstractmethod
     def execute(self, sql: str, char_limit: int) -> QueryResult:
@@ -197,6 +203,7 @@ def make_backend(
 
 _SQLITE_ALLOWED_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info"}
 _SQLITE_PROGRESS_STEPS = 10_000
+_SQLITE_MAX_VALUE_BYTES = 10_000_000  # no single 1 GB randomblob()/zeroblob() value
 
 
 def mysql_collation_key(text: str) -> str:
@@ -258,6 +265,7 @@ class SQLiteEpisode(EpisodeDatabase):
             connection.executemany(f"INSERT INTO {quote(table.name)} VALUES ({marks})", table.rows)
         self._quote = quote
         connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _SQLITE_MAX_VALUE_BYTES)
         connection.set_authorizer(_sqlite_authorizer)
         connection.set_progress_handler(self._past_deadline, _SQLITE_PROGRESS_STEPS)
 
@@ -530,7 +538,9 @@ class MySQLEpisode(EpisodeDatabase):
             if watchdog.fired or code in (1969, 3024):
                 return QueryResult(_TIMEOUT_MESSAGE.format(timeout), error=True)
             message = error.args[1] if len(error.args) > 1 else str(error)
-            return QueryResult(f"Error: {code} {message}", error=True)
+            return QueryResult(self._stable(f"Error: {code} {message}"), error=True)
+        except (UnicodeError, ValueError) as error:  # text the driver cannot send
+            return QueryResult(f"Error: {error}", error=True)
         finally:
             with contextlib.suppress(Exception):  # a killed query ends its stream with an error
                 cursor.close()
@@ -658,7 +668,9 @@ class PostgresEpisode(EpisodeDatabase):
             if watchdog.fired or getattr(error, "sqlstate", None) == "57014":
                 return QueryResult(_TIMEOUT_MESSAGE.format(timeout), error=True)
             message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-            return QueryResult(f"Error: {message}", error=True)
+            return QueryResult(self._stable(f"Error: {message}"), error=True)
+        except (UnicodeError, ValueError) as error:  # text the driver cannot send
+            return QueryResult(f"Error: {error}", error=True)
 
     def _run_query(self, statement: str, char_limit: int) -> QueryResult:
         """A query through a server-side cursor, so unread rows are never produced."""

@@ -73,7 +73,7 @@ def translate(sql: str, target: str) -> str:
             )
             if s.strip()
         ]
-    except SqlglotError:
+    except (SqlglotError, RecursionError, ValueError):
         return sql.strip().rstrip(";")
     if len(statements) > 1:
         raise MultipleStatementsError(
