@@ -9,8 +9,8 @@ The AgentBench way, as the issue describes it: per episode a new client connecti
 ``CREATE DATABASE``, ``CREATE TABLE`` with every column TEXT, the rows inserted one by one,
 the statements run with ``fetchall`` and rendered as ``str(rows)`` cut at 800 characters,
 the table hash asked of MySQL with AgentBench's ``md5(group_concat(...))`` query, then
-``DROP DATABASE``. It uses PyMySQL, as ours does on MariaDB (AgentBench's
-mysql-connector is not installed here).
+``DROP DATABASE``. It uses PyMySQL without TLS on loopback, as ours does on MariaDB
+(AgentBench's mysql-connector is not installed here).
 
 Run: ``python -m benchmarks.run db``; writes ``benchmarks/results/db.md``.
 """
@@ -68,8 +68,12 @@ def agentbench_way(records: list[DBTaskRecord]) -> int:
     url = sa.engine.make_url(MARIADB_URL)
     solved = 0
     for record in records:
-        connection = pymysql.connect(
-            host=url.host, port=url.port or 3306, user=url.username, password=url.password or ""
+        connection = pymysql.connect(  # no TLS on loopback, as ours
+            host=url.host,
+            port=url.port or 3306,
+            user=url.username,
+            password=url.password or "",
+            ssl_disabled=True,
         )
         cursor = connection.cursor()
         database = f"dbbench_{uuid.uuid4().hex}"

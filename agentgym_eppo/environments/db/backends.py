@@ -596,34 +596,33 @@ class PostgresBackend(ServerBackend):
     dialect = "postgres"
 
     def create_episode(self, tables: Sequence[TableSpec]) -> PostgresEpisode:
+        """Role, schema, tables and rows in one transaction: one commit (one WAL flush)
+        instead of one per statement, and nothing half-made if a step fails."""
         name, password = episode_name(), secrets.token_hex(16)
         schema = self.quote(name)
         timeout_ms = int(self.statement_timeout * 1000)
+        statements = [
+            f"CREATE ROLE {schema} LOGIN PASSWORD '{password}' NOSUPERUSER NOCREATEDB "
+            "NOCREATEROLE NOREPLICATION CONNECTION LIMIT 4",
+            f"CREATE SCHEMA {schema}",
+            f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {schema}",
+            f"ALTER ROLE {schema} SET search_path = {schema}",
+            f"ALTER ROLE {schema} SET statement_timeout = {timeout_ms}",
+        ]
         with self.admin.connect() as admin:
-
-            def run(sql: str) -> list[Any]:
-                return _run(admin, sql)
-
-            run(
-                f"CREATE ROLE {schema} LOGIN PASSWORD '{password}' NOSUPERUSER NOCREATEDB "
-                "NOCREATEROLE NOREPLICATION CONNECTION LIMIT 4"
-            )
-            try:
-                run(f"CREATE SCHEMA {schema}")
-                run(f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {schema}")
-                run(f"ALTER ROLE {schema} SET search_path = {schema}")
-                run(f"ALTER ROLE {schema} SET statement_timeout = {timeout_ms}")
+            driver: Any = admin.connection.driver_connection
+            with driver.transaction():
+                for statement in statements:
+                    _run(admin, statement)
                 for table in tables:
                     target = f"{schema}.{self.quote(table.name)}"
                     columns = ", ".join(f"{self.quote(c)} TEXT" for c in table.columns)
-                    run(f"CREATE TABLE {target} ({columns})")
+                    _run(admin, f"CREATE TABLE {target} ({columns})")
                     _insert_rows(admin, target, table)
-                run(
-                    f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {schema}"
+                _run(
+                    admin,
+                    f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {schema}",
                 )
-            except BaseException:
-                self._drop(name)
-                raise
         try:
             return PostgresEpisode(self, name, password)
         except BaseException:
@@ -638,10 +637,12 @@ class PostgresBackend(ServerBackend):
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
                 (name,),
             )
-            _run(admin, f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
-            if _run(admin, "SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)):
-                _run(admin, f"DROP OWNED BY {quoted} CASCADE")
-                _run(admin, f"DROP ROLE IF EXISTS {quoted}")
+            driver: Any = admin.connection.driver_connection
+            with driver.transaction():
+                _run(admin, f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
+                if _run(admin, "SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)):
+                    _run(admin, f"DROP OWNED BY {quoted} CASCADE")
+                    _run(admin, f"DROP ROLE {quoted}")
 
     def cleanup_leftovers(self, grace: float = LEFTOVER_GRACE_SECONDS) -> list[str]:
         pattern = EPISODE_PREFIX.replace("_", "\\_") + "%"
