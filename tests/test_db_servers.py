@@ -240,6 +240,29 @@ def test_shipped_tasks_are_portable_to_the_servers(url: str, split: str) -> None
     env.close()
 
 
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    repo = Path(__file__).resolve().parents[1]
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=repo,
+        env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_process_exiting_mid_episode_without_close_drops_its_database(url: str) -> None:
+    done = run_python(
+        "from agentgym_eppo.environments.db import DBEnv\n"
+        f"env = DBEnv(split='dev', db_url={url!r})\n"
+        "env.reset(options={'index': 0})\n"
+        "print(env.database.name)\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() not in episode_objects(url)
+
+
 def test_leftovers_of_a_killed_process_are_dropped_at_start_up(url: str) -> None:
     """A process dies mid-episode (no cleanup runs); the next backend for the server finds
     its database with no open session and drops it."""
@@ -251,15 +274,7 @@ def test_leftovers_of_a_killed_process_are_dropped_at_start_up(url: str) -> None
         "print(env.database.name, flush=True)\n"
         "os._exit(9)\n"
     )
-    repo = Path(__file__).resolve().parents[1]
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=repo,
-        env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_python(code)
     assert done.returncode == 9, done.stderr
     orphan = done.stdout.strip().splitlines()[-1]
     assert orphan in episode_objects(url)

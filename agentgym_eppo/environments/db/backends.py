@@ -421,7 +421,10 @@ class ServerBackend(DBBackend):
     def drop_later(self, name: str) -> None:
         """Drop ``name`` in the background (:meth:`wait_for_drops` waits for it)."""
         self._pending = [future for future in self._pending if not future.done()]
-        self._pending.append(self._dropper.submit(self._drop_logged, name))
+        try:
+            self._pending.append(self._dropper.submit(self._drop_logged, name))
+        except RuntimeError:  # interpreter exit has stopped the worker: drop right here
+            self._drop_logged(name)
 
     def _drop_logged(self, name: str) -> None:
         try:
