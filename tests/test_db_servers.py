@@ -156,6 +156,7 @@ def test_another_episodes_database_is_out_of_reach(url: str) -> None:
     second.close()
 
 
+@pytest.mark.slow
 def test_timeout_holds_even_if_the_agent_lifts_its_session_limit(env: DBEnv) -> None:
     if env.backend.dialect == "postgres":
         lift, sleep = "SET statement_timeout = 0", "SELECT pg_sleep(30)"
@@ -168,6 +169,7 @@ def test_timeout_holds_even_if_the_agent_lifts_its_session_limit(env: DBEnv) -> 
     assert env.step(execute("SELECT COUNT(*) FROM `People Table`"))[0] == "[(3,)]"
 
 
+@pytest.mark.slow
 def test_statement_timeout_stops_a_huge_cross_join(env: DBEnv) -> None:
     joins = ", ".join(f"`People Table` t{i}" for i in range(20))  # 3**20 rows
     obs, *_ = env.step(execute(f"SELECT COUNT(*) FROM {joins}"))
@@ -205,6 +207,7 @@ def test_startup_cleanup_drops_stale_leftovers_and_spares_live_episodes(url: str
     assert live.name not in episode_objects(url)  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 @pytest.mark.mariadb
 def test_agentbench_dev_set_expert_scores_one_on_mariadb_and_wrong_answers_zero(
     agentbench_data: Path,
