@@ -95,7 +95,9 @@ def parse_record(raw: Mapping[str, Any], default_id: str, source: str = "tasks")
         answer_md5 = raw.get("answer_md5")
         is_mutation = task_type in MUTATION_TYPES
         if is_mutation and not isinstance(answer_md5, str):
-            raise TaskFormatError(f"{where}: a {task_type} task needs an 'answer_md5' string")
+            raise TaskFormatError(
+                f"{where}: a task of type {task_type} needs an 'answer_md5' string"
+            )
         gold_sql = raw.get("gold_sql")
         if gold_sql is None:
             gold_sql = list(label_text) if is_mutation else []
