@@ -306,3 +306,12 @@ def test_same_actions_give_the_same_observations_in_every_episode(url: str) -> N
         assert not any(name in observation for observation in transcripts[-1])
     assert transcripts[0] == transcripts[1]
     assert transcripts[0][1] == "[('Ann',), ('Bob',), (\"O'Neil\",)]"
+
+
+@pytest.mark.postgres
+def test_postgres_special_numbers_render_as_floats() -> None:
+    env = DBEnv([PEOPLE], db_url=server_url(POSTGRES_URL))
+    env.reset(options={"index": 0})
+    obs, *_ = env.step(execute("SELECT 'Infinity'::numeric, 'NaN'::numeric, 2.50::numeric"))
+    assert obs == "[(inf, nan, 2.5)]"
+    env.close()

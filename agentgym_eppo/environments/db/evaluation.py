@@ -182,7 +182,9 @@ def display_value(value: Any) -> Any:
     """A fetched value as a plain Python scalar, so observations read alike on every
     backend (``Decimal('2.50')`` -> ``2.5``, dates -> text)."""
     if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+        if value.is_finite() and value == value.to_integral_value():
+            return int(value)
+        return float(value)
     if isinstance(value, (datetime, date, time, timedelta, bytes, bytearray, memoryview)):
         return sql_text(value)
     return value
