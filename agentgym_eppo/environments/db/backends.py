@@ -3,9 +3,9 @@
 One :class:`DBBackend` per environment creates one :class:`EpisodeDatabase` per episode
 and drops it when the episode ends. Every backend keeps the same promises:
 
-* **Fresh and isolated.** SQLite: a new in-memory database per episode, ``ATTACH``
-  impossible (the attached-database limit is 0, which also stops ``VACUUM INTO``),
-  pragmas other than table introspection refused by an authorizer, extensions off.
+* **Fresh and isolated.** SQLite: a new in-memory database per episode; an authorizer
+  refuses ``ATTACH`` (which ``VACUUM INTO`` uses too) and pragmas other than table
+  introspection, and (Python >= 3.11) the attached-database limit is 0; extensions off.
   MariaDB: a database ``agentgym_ep_<unix time>_<random>`` and a user of the same name
   that may only read and write tables of that database (no ``DROP``, no ``FILE``, no
   grants), so ``DROP DATABASE``, other episodes' databases, ``LOAD DATA``,
@@ -264,8 +264,9 @@ class SQLiteEpisode(EpisodeDatabase):
             marks = ", ".join("?" * len(table.columns))
             connection.executemany(f"INSERT INTO {quote(table.name)} VALUES ({marks})", table.rows)
         self._quote = quote
-        connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-        connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _SQLITE_MAX_VALUE_BYTES)
+        if hasattr(connection, "setlimit"):  # Python >= 3.11; the authorizer guards alone before
+            connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+            connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _SQLITE_MAX_VALUE_BYTES)
         connection.set_authorizer(_sqlite_authorizer)
         connection.set_progress_handler(self._past_deadline, _SQLITE_PROGRESS_STEPS)
 
