@@ -315,3 +315,17 @@ def test_postgres_special_numbers_render_as_floats() -> None:
     obs, *_ = env.step(execute("SELECT 'Infinity'::numeric, 'NaN'::numeric, 2.50::numeric"))
     assert obs == "[(inf, nan, 2.5)]"
     env.close()
+
+
+@pytest.mark.postgres
+def test_mysql_introspection_and_quoting_work_on_postgres() -> None:
+    env = DBEnv([PEOPLE], db_url=server_url(POSTGRES_URL))
+    env.reset(options={"index": 0})
+    step = env.step
+    assert step(execute("SHOW TABLES"))[0] == "[('People Table',)]"
+    assert (
+        step(execute("DESCRIBE `People Table`"))[0] == "[('Name', 'text'), ('Share (%)', 'text')]"
+    )
+    obs, *_ = step(execute("SELECT CONCAT(Name, '!') FROM `People Table` WHERE Name = 'O\\'Neil'"))
+    assert obs == '[("O\'Neil!",)]'
+    env.close()
