@@ -105,7 +105,9 @@ class EpisodeCgroup:
                 _write(group / "pids.max", str(limits.pids))
             elif controller == "memory":
                 _write(group / "memory.limit_in_bytes", str(limits.memory_bytes))
-                _write(group / "memory.memsw.limit_in_bytes", str(limits.memory_bytes), optional=True)
+                _write(
+                    group / "memory.memsw.limit_in_bytes", str(limits.memory_bytes), optional=True
+                )
             elif controller == "cpu":
                 _write(group / "cpu.cfs_period_us", "100000", optional=True)
                 _write(group / "cpu.cfs_quota_us", str(int(limits.cpus * 100_000)), optional=True)

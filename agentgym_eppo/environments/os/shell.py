@@ -28,9 +28,7 @@ from dataclasses import dataclass
 _CHUNK = 768
 """Characters of quoted script per line: a terminal in canonical mode cuts lines at 4096."""
 
-_ANSI = re.compile(
-    rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
-)
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 _MARK = b"\x1e"
 
@@ -163,7 +161,7 @@ class InteractiveShell:
         text = "__agb=$'" + parts[0] + "'\n"
         text += "".join("__agb+=$'" + part + "'\n" for part in parts[1:])
         text += (
-            f"eval \"$__agb\"; printf '\\036%s\\036%d\\036\\n' {self.nonce.decode()} \"$?\"; "
+            f'eval "$__agb"; printf \'\\036%s\\036%d\\036\\n\' {self.nonce.decode()} "$?"; '
             "unset __agb\n"
         )
         return text.encode()
