@@ -14,6 +14,7 @@ owning process id, so :func:`remove_leftovers` can find the groups of a crashed 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import time
@@ -136,10 +137,8 @@ class EpisodeCgroup:
             if not remaining:
                 return
             for pid in remaining:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, 9)
-                except ProcessLookupError:
-                    pass
 
     def remove(self) -> None:
         """Kill what is left and remove the groups (waits briefly for the kernel to reap)."""
@@ -162,10 +161,8 @@ def remove_leftovers() -> int:
             owner = group.name[len(GROUP_PREFIX) :].split("-", 1)[0]
             if owner.isdigit() and not _alive(int(owner)):
                 for pid in (group / "cgroup.procs").read_text().split():
-                    try:
+                    with contextlib.suppress(ProcessLookupError):
                         os.kill(int(pid), 9)
-                    except ProcessLookupError:
-                        pass
                 if _rmdir_when_empty(group):
                     removed += 1
     return removed

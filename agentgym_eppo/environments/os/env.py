@@ -18,7 +18,7 @@ background processes stay). A sandbox that dies ends the episode as ``task_error
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from agentgym_eppo.core import (
 
 from . import expert
 from .evaluation import judge
+from .prestart import SandboxReserve
 from .sandbox import DEFAULT_COMMAND_TIMEOUT, Sandbox, SandboxError, SandboxLimits
 from .tasks import MissingScript, OSTask, load_tasks
 
@@ -83,6 +84,8 @@ class OSEnv(AgentBenchEnv[OSTask]):
         limits: memory, CPU, process, disk and file-size limits of each sandbox.
         image: Docker image for tasks that name none (AgentBench's ``local-os/default``).
         root_dir: bwrap only: a full root filesystem to use instead of the host's /usr.
+        prestart: keep the next episode's sandbox started in the background
+            (:mod:`.prestart`), so that ``reset`` does not wait for it.
     """
 
     task_id = "os"
@@ -102,6 +105,7 @@ class OSEnv(AgentBenchEnv[OSTask]):
         image: str = "local-os/default",
         root_dir: str | Path | None = None,
         output_limit: int = 800,
+        prestart: bool = True,
         **kwargs: Any,
     ) -> None:
         if backend not in ("bwrap", "docker"):
@@ -117,6 +121,9 @@ class OSEnv(AgentBenchEnv[OSTask]):
         self.agentbench_output_limit = int(output_limit)
         self._sandbox: Sandbox | None = None
         self._expert_output: str | None = None
+        self._reserve = SandboxReserve(
+            self._new_sandbox, enabled=prestart, threaded=backend == "docker"
+        )
 
     # ------------------------------------------------------------------ task hooks
 
@@ -129,7 +136,7 @@ class OSEnv(AgentBenchEnv[OSTask]):
                 f"{record.sample_id}: " + "; ".join(missing.reason for missing in record.missing)
             )
         self._expert_output = None
-        self._sandbox = self._new_sandbox(record)
+        self._sandbox = self._reserve.take(record.image or self.image)
         try:
             for script in record.init:
                 assert not isinstance(script, MissingScript)
@@ -151,14 +158,14 @@ class OSEnv(AgentBenchEnv[OSTask]):
             "Now, I will start a new problem in a new OS. My problem is:\n\n" + record.description
         )
 
-    def _new_sandbox(self, record: OSTask) -> Sandbox:
+    def _new_sandbox(self, image: Hashable) -> Sandbox:
         if self.backend == "docker":
             from .sandbox_docker import DockerSandbox
 
-            return DockerSandbox(self.limits, image=record.image or self.image)
+            return DockerSandbox(self.limits, image=str(image))
         from .sandbox_bwrap import BwrapSandbox
 
-        return BwrapSandbox(self.limits, root_dir=self.root_dir)
+        return BwrapSandbox(self.limits, root_dir=self.root_dir, wait=False)
 
     def _run_tool(self, call: FunctionCall) -> ToolResult:
         sandbox = self._sandbox
@@ -207,6 +214,9 @@ class OSEnv(AgentBenchEnv[OSTask]):
 
     def _end_episode(self) -> None:
         self._close_sandbox()
+
+    def _close_backend(self) -> None:
+        self._reserve.close()
 
     def _close_sandbox(self) -> None:
         if self._sandbox is not None:

@@ -47,12 +47,20 @@ def _answer_task(
 
 
 def _operation_task(
-    description: str, init: str, example: str, check: str, labels: list[str], start: str | None = None
+    description: str,
+    init: str,
+    example: str,
+    check: str,
+    labels: list[str],
+    start: str | None = None,
 ) -> Task:
     task: Task = {
         "description": description,
         "create": {"local": "default", "init": {"code": init}},
-        "evaluation": {"check": [{"language": "bash", "code": check}], "example": {"code": example}},
+        "evaluation": {
+            "check": [{"language": "bash", "code": check}],
+            "example": {"code": example},
+        },
         "labels": labels,
     }
     if start is not None:
@@ -107,7 +115,8 @@ def largest_file(rng: random.Random) -> Task:
     sizes = rng.sample(range(100, 9000), rng.randint(4, 9))
     names = rng.sample(WORDS, len(sizes))
     init = [f"mkdir -p {root}"] + [
-        f"head -c {size} /dev/zero > {root}/{name}.bin" for size, name in zip(sizes, names)
+        f"head -c {size} /dev/zero > {root}/{name}.bin"
+        for size, name in zip(sizes, names, strict=False)
     ]
     return _answer_task(
         f"Which file in {root} is the largest? Answer with its file name only.",
@@ -149,7 +158,7 @@ def most_frequent_ip(rng: random.Random) -> Task:
     addresses = [f"10.0.{rng.randint(0, 9)}.{rng.randint(1, 254)}" for _ in range(4)]
     counts = rng.sample(range(2, 12), len(addresses))
     lines = []
-    for address, count in zip(addresses, counts):
+    for address, count in zip(addresses, counts, strict=False):
         lines += [f"{address} GET /{rng.choice(WORDS)} 200" for _ in range(count)]
     rng.shuffle(lines)
     body = "\\n".join(lines)
@@ -167,7 +176,8 @@ def newest_file(rng: random.Random) -> Task:
     names = rng.sample(WORDS, rng.randint(3, 7))
     days = rng.sample(range(1, 60), len(names))
     init = [f"mkdir -p {root}"] + [
-        f"touch -d '{day} days ago' {root}/{name}.txt" for name, day in zip(names, days)
+        f"touch -d '{day} days ago' {root}/{name}.txt"
+        for name, day in zip(names, days, strict=False)
     ]
     return _answer_task(
         f"Which file in {root} was modified most recently? Answer with its file name only.",
@@ -183,7 +193,9 @@ def count_empty_or_hidden(rng: random.Random) -> Task:
     hidden = rng.random() < 0.5
     init = [f"mkdir -p {root}"]
     for index in range(rng.randint(5, 14)):
-        name = f".{rng.choice(WORDS)}{index}" if rng.random() < 0.4 else f"{rng.choice(WORDS)}{index}"
+        name = (
+            f".{rng.choice(WORDS)}{index}" if rng.random() < 0.4 else f"{rng.choice(WORDS)}{index}"
+        )
         if rng.random() < 0.4:
             init.append(f"touch {root}/{name}")
         else:
@@ -298,7 +310,9 @@ def file_owner(rng: random.Random) -> Task:
 def count_processes(rng: random.Random) -> Task:
     name = f"{rng.choice(WORDS)}_worker{rng.randint(1, 99)}"
     count = rng.randint(1, 5)
-    start = f"cp /bin/sleep /tmp/{name}; for i in $(seq {count}); do /tmp/{name} 1000 & done; sleep 0.2"
+    start = (
+        f"cp /bin/sleep /tmp/{name}; for i in $(seq {count}); do /tmp/{name} 1000 & done; sleep 0.2"
+    )
     task = _answer_task(
         f"How many processes named {name} are running?",
         "true",
@@ -327,7 +341,7 @@ def write_script(rng: random.Random) -> Task:
     name = f"{rng.choice(WORDS)}{rng.randint(1, 9)}"
     operation, symbol = rng.choice([("sum", "+"), ("product", "*"), ("difference", "-")])
     left, right = rng.randint(2, 50), rng.randint(2, 50)
-    expected = eval(f"{left} {symbol} {right}")  # noqa: S307 - two small integers
+    expected = eval(f"{left} {symbol} {right}")
     script = f"#!/bin/bash\\necho $(( $1 {symbol} $2 ))"
     return _operation_task(
         f"Write an executable script /usr/local/bin/{name} that prints the {operation} of its two "
@@ -344,7 +358,8 @@ def replace_text(rng: random.Random) -> Task:
     old, new = rng.sample(WORDS, 2)
     path = f"/etc/{rng.choice(WORDS)}.conf"
     lines = [
-        f"{rng.choice(WORDS)}={rng.choice([old, *rng.sample(WORDS, 2)])}" for _ in range(rng.randint(4, 9))
+        f"{rng.choice(WORDS)}={rng.choice([old, *rng.sample(WORDS, 2)])}"
+        for _ in range(rng.randint(4, 9))
     ]
     lines.append(f"name={old}")
     body = "\\n".join(lines)
@@ -369,7 +384,7 @@ def generate_split(split: str, size: int | None = None) -> list[Task]:
     """``size`` tasks of ``split`` (templates in turn, parameters from the split's seed)."""
     rng = random.Random(SEEDS[split])
     count = SPLIT_SIZES[split] if size is None else size
-    tasks = []
+    tasks: list[Task] = []
     seen: set[str] = set()
     while len(tasks) < count:
         template = TEMPLATES[len(tasks) % len(TEMPLATES)]

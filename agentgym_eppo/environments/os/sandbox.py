@@ -9,8 +9,12 @@ agent's shell, in ``/root``, with stdout and stderr together.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from .shell import CommandResult, InteractiveShell, ShellClosed
 
@@ -52,10 +56,75 @@ def script_argv(language: str, code: str, args: Sequence[str]) -> list[str]:
     raise ValueError(f"unsupported script language {language!r}; use one of {SCRIPT_LANGUAGES}")
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def boot_clock() -> float:
+    """Seconds since boot, the clock of a process's start time in ``/proc/<pid>/stat``."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def started_at(pid: int) -> float | None:
+    """When ``pid`` started, in :func:`boot_clock` seconds (None if it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[19]) / _CLOCK_TICKS
+
+
+def namespace_pid(pid: int) -> int | None:
+    """The pid that host process ``pid`` has inside its innermost pid namespace."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    return None
+
+
+def kill_repeatedly(pids: Callable[[], set[int]], rounds: int = 50) -> int:
+    """SIGKILL what ``pids()`` names until it names nothing (a fork bomb refills it)."""
+    killed = 0
+    for _ in range(rounds):
+        victims = pids()
+        if not victims:
+            break
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        time.sleep(0.005)
+    return killed
+
+
+def kill_started_since(sandbox: Sandbox, since: float, rounds: int = 50) -> int:
+    """SIGKILL the sandbox's processes that started at or after ``since``; returns how many.
+
+    Repeats until none is left, so that a fork bomb, whose processes keep replacing each
+    other up to the pids limit, is drained. Processes started before (the shell, the
+    task's background jobs, earlier ``&`` jobs) are kept. The start time has the kernel's
+    clock-tick resolution, so ``since`` is rounded down to a tick.
+    """
+    threshold = int(since * _CLOCK_TICKS) / _CLOCK_TICKS
+    return kill_repeatedly(
+        lambda: {pid for pid in sandbox.process_ids() if (started_at(pid) or -1.0) >= threshold},
+        rounds,
+    )
+
+
 class Sandbox(abc.ABC):
     """One episode's isolated machine. ``close`` is idempotent and never raises."""
 
     shell: InteractiveShell
+
+    def ensure_ready(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Wait until the sandbox is up (a backend may return from its constructor earlier)."""
 
     @abc.abstractmethod
     def run_process(self, argv: Sequence[str], timeout: float) -> ProcessResult:
@@ -74,10 +143,24 @@ class Sandbox(abc.ABC):
     ) -> ProcessResult:
         return self.run_process(script_argv(language, code, args), timeout)
 
+    @abc.abstractmethod
+    def process_ids(self) -> set[int]:
+        """Host pids of every process in the sandbox (for the host-side kill on timeouts)."""
+
     def run_command(self, script: str, timeout: float) -> CommandResult:
-        """Run ``script`` in the agent's shell; raises :class:`SandboxError` if the sandbox died."""
+        """Run ``script`` in the agent's shell; raises :class:`SandboxError` if the sandbox died.
+
+        On timeout every process the command started is killed from the host (see
+        :func:`kill_started_since`), then the shell gets Ctrl-C.
+        """
+        self.ensure_ready()
+        started = boot_clock()
         try:
-            return self.shell.run(script, timeout)
+
+            def on_timeout() -> None:
+                kill_started_since(self, started)
+
+            return self.shell.run(script, timeout, on_timeout)
         except ShellClosed as error:
             raise SandboxError(str(error)) from None
 

@@ -16,9 +16,11 @@ when Python crashes (``--die-with-parent`` kills bubblewrap, whose pid-1 reaper 
 every sandboxed process with it). Leftover cgroups of dead owners are removed when the
 next sandbox of any process starts.
 
-The control loop answers one line per request: ``shell`` (start the agent's shell),
-``kill-shell`` (kill its whole session) and ``run`` (an independent process, for init,
-example and check scripts). The agent, being root in the sandbox, can kill the loop too;
+The control loop answers each request with a line ``<id> <exit code> <size>`` and
+``size`` bytes of output: ``shell`` starts the agent's shell, ``run`` an independent
+process (for init, example and check scripts). The agent's processes are killed from the
+host when needed (a timeout, a stuck shell), since a fork bomb leaves no pid to spare
+inside. The agent, being root in the sandbox, can kill the loop too;
 the sandbox then dies and the episode ends as a ``task_error``.
 
 Capabilities: all dropped except Docker's default set minus ``MKNOD``, ``NET_RAW`` and
@@ -28,7 +30,7 @@ containers; ``/proc/sys`` is read-only because the sandbox's uid 0 is the host's
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import fcntl
 import itertools
 import os
@@ -43,8 +45,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import cgroups, rootfs
-from .sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits
-from .shell import FdStream, InteractiveShell, ShellClosed
+from .sandbox import (
+    ProcessResult,
+    Sandbox,
+    SandboxError,
+    SandboxLimits,
+    kill_repeatedly,
+    namespace_pid,
+)
+from .shell import FdStream, InteractiveShell, ShellClosed, quote_ansi_c
 
 KEPT_CAPABILITIES = (
     "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID",
@@ -67,29 +76,26 @@ MOUNT_DIR = rootfs.BASE_CACHE / "mnt"
 
 CONTROL_LOOP = r"""
 exec 2>/dev/null
+export LC_ALL=C
 ulimit -f "$1"
 nonce=$2
 mkdir -p /run/.agentgym && chmod 700 /run/.agentgym
 cd /root
-shell_sid=
 while IFS= read -r line; do
-    set -f; set -- $line; set +f
-    id=$1; request=$2; shift 2
+    eval "words=($line)"
+    id=${words[0]}; request=${words[1]}
     case $request in
     shell)
         setsid -c bash -c 'bash --login --noediting -i; printf "\036%s\036exit\036\n" "$0"' \
             "$nonce" <&3 >&3 2>&3 3>&- &
-        shell_sid=$!
-        printf '%s 0 \n' "$id" ;;
-    kill-shell)
-        [ -n "$shell_sid" ] && pkill -KILL -s "$shell_sid"
-        printf '%s 0 \n' "$id" ;;
+        printf '%s 0 0\n' "$id" ;;
     run)
-        limit=$1; shift; argv=()
-        for a; do x=$(printf %s "${a#=}" | base64 -d; echo .); argv+=("${x%.}"); done
-        (cd /root && exec timeout -s KILL "$limit" "${argv[@]}") </dev/null >/run/.agentgym/out 2>&1 3>&-
+        (cd /root && exec timeout -s KILL "${words[2]}" "${words[@]:3}") \
+            </dev/null >/run/.agentgym/out 2>&1 3>&-
         rc=$?
-        printf '%s %s %s\n' "$id" "$rc" "$(head -c 1048576 /run/.agentgym/out | base64 -w0)" ;;
+        out=
+        IFS= read -r -d '' -N 1048576 out </run/.agentgym/out
+        printf '%s %s %s\n%s' "$id" "$rc" "${#out}" "$out" ;;
     esac
 done
 """
@@ -125,6 +131,7 @@ class BwrapSandbox(Sandbox):
         *,
         root_dir: str | os.PathLike[str] | None = None,
         start_timeout: float = 10.0,
+        wait: bool = True,
     ) -> None:
         reason = bwrap_available()
         if reason:
@@ -159,11 +166,10 @@ class BwrapSandbox(Sandbox):
             raise SandboxError(f"cannot start bubblewrap: {error}") from None
         os.close(slave)
         self.shell = InteractiveShell(FdStream(master), nonce)
-        try:
-            self._start_shell(start_timeout)
-        except BaseException:
-            self.close()
-            raise
+        self._start_timeout = start_timeout
+        self._starting: int | None = self._send(["shell"])
+        if wait:
+            self.ensure_ready()
 
     def _launch_argv(
         self, slave: int, nonce: str, root_dir: str | os.PathLike[str] | None
@@ -212,27 +218,39 @@ class BwrapSandbox(Sandbox):
     # ------------------------------------------------------------------ control channel
 
     def _control(self, words: Sequence[str], timeout: float) -> tuple[int, bytes]:
-        request = str(next(self._request_ids))
+        """Send one request (words quoted for the loop's ``eval``); return (code, payload)."""
+        self.ensure_ready()
+        return self._answer(self._send(words), timeout)
+
+    def _send(self, words: Sequence[str]) -> int:
+        request = next(self._request_ids)
         stdin = self._process.stdin
         if stdin is None or self._process.poll() is not None:
             raise SandboxError("the sandbox is not running")
         try:
-            stdin.write((" ".join([request, *words]) + "\n").encode())
+            quoted = ["$'" + "".join(quote_ansi_c(word)) + "'" for word in (str(request), *words)]
+            stdin.write((" ".join(quoted) + "\n").encode())
             stdin.flush()
         except (BrokenPipeError, ValueError):
             raise SandboxError("the sandbox died (its control loop is gone)") from None
-        line = self._read_control_line(time.monotonic() + timeout)
-        fields = line.split(b" ", 2)
-        if len(fields) < 2 or fields[0].decode() != request:
-            raise SandboxError(f"unexpected answer from the sandbox: {line[:80]!r}")
-        payload = base64.b64decode(fields[2]) if len(fields) > 2 and fields[2] else b""
-        return int(fields[1]), payload
+        return request
 
-    def _read_control_line(self, deadline: float) -> bytes:
+    def _answer(self, request: int, timeout: float) -> tuple[int, bytes]:
+        deadline = time.monotonic() + timeout
+        line = self._read_control(deadline)
+        fields = line.split(b" ")
+        if len(fields) != 3 or fields[0] != str(request).encode():
+            raise SandboxError(f"unexpected answer from the sandbox: {line[:80]!r}")
+        return int(fields[1]), self._read_control(deadline, size=int(fields[2]))
+
+    def _read_control(self, deadline: float, size: int | None = None) -> bytes:
+        """One answer line (without its newline), or exactly ``size`` bytes."""
         stdout = self._process.stdout
         assert stdout is not None
         fd = stdout.fileno()
-        while b"\n" not in self._control_buffer:
+        while (
+            b"\n" not in self._control_buffer if size is None else len(self._control_buffer) < size
+        ):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise SandboxError("the sandbox did not answer in time")
@@ -242,30 +260,46 @@ class BwrapSandbox(Sandbox):
                 if not chunk:
                     raise SandboxError("the sandbox died (its control loop is gone)")
                 self._control_buffer += chunk
-        line, _, self._control_buffer = self._control_buffer.partition(b"\n")
-        return line
+        if size is None:
+            line, _, self._control_buffer = self._control_buffer.partition(b"\n")
+            return line
+        data, self._control_buffer = self._control_buffer[:size], self._control_buffer[size:]
+        return data
 
-    def _start_shell(self, timeout: float) -> None:
-        self._control(["shell"], timeout)
+    def ensure_ready(self) -> None:
+        """Wait until the agent's shell answers (started without waiting: ``wait=False``)."""
+        if self._starting is None:
+            return
+        request, self._starting = self._starting, None
         try:
-            self.shell.setup(timeout, stty=False)
-        except ShellClosed as error:
+            self._answer(request, self._start_timeout)
+            self.shell.setup(self._start_timeout, stty=False)
+        except (SandboxError, ShellClosed) as error:
+            self.close()
             raise SandboxError(f"the sandbox's shell did not start: {error}") from None
 
     # ------------------------------------------------------------------ Sandbox API
 
     def run_process(self, argv: Sequence[str], timeout: float) -> ProcessResult:
-        encoded = ["=" + base64.b64encode(arg.encode()).decode() for arg in argv]
         limit = f"{max(timeout, 0.1):.3f}"
-        code, output = self._control(["run", limit, *encoded], timeout + 10.0)
+        code, output = self._control(["run", limit, *argv], timeout + 10.0)
         return ProcessResult(code, output.decode("utf-8", errors="replace"))
 
+    def process_ids(self) -> set[int]:
+        return self._cgroup.pids()
+
     def restart_shell(self) -> None:
-        self._control(["kill-shell"], 5.0)
+        """Kill the shell's session (from the host: the sandbox may have no pid to spare for
+        ``pkill``) and start a new shell; the control loop and its reaper stay."""
+        keep = {self._process.pid} | {
+            pid for pid in self._cgroup.pids() if namespace_pid(pid) in (1, 2)
+        }
+        kill_repeatedly(lambda: self._cgroup.pids() - keep)
         self.shell.exited = False
         self.shell._pending = b""
         _drain(self._master)
-        self._start_shell(10.0)
+        self._starting = self._send(["shell"])
+        self.ensure_ready()
 
     def close(self) -> None:
         if self._closed:
@@ -281,25 +315,19 @@ class BwrapSandbox(Sandbox):
                 pass
             for stream in (process.stdin, process.stdout):
                 if stream is not None:
-                    try:
+                    with contextlib.suppress(OSError):
                         stream.close()
-                    except OSError:
-                        pass
         self._cgroup.remove()
-        try:
+        with contextlib.suppress(OSError):
             os.close(self._master)
-        except OSError:
-            pass
 
     @property
     def alive(self) -> bool:
         return not self._closed and self._process.poll() is None
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
 def _quiet_terminal(fd: int) -> None:

@@ -11,17 +11,24 @@ limit is not applied (overlay2 quotas need XFS); a file-size limit is.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits
+from .sandbox import (
+    ProcessResult,
+    Sandbox,
+    SandboxError,
+    SandboxLimits,
+    kill_repeatedly,
+    namespace_pid,
+)
 from .shell import InteractiveShell, ShellClosed, ShellStream
 
 LABEL = "agentgym-eppo-os"
-SHELL_SID_FILE = "/run/.agentgym-shell-sid"
 DROPPED_CAPABILITIES = ["MKNOD", "NET_RAW", "AUDIT_WRITE"]
 
 _leftovers_lock = threading.Lock()
@@ -69,10 +76,8 @@ class SocketStream(ShellStream):
             raise ShellClosed(f"the container's terminal closed ({error})") from None
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
 
 
 class DockerSandbox(Sandbox):
@@ -118,10 +123,7 @@ class DockerSandbox(Sandbox):
 
     def _start_shell(self, timeout: float) -> None:
         nonce = InteractiveShell.new_nonce()
-        wrapper = (
-            f"echo $$ > {SHELL_SID_FILE}; bash --login --noediting -i; "
-            f'printf "\\036%s\\036exit\\036\\n" {nonce}'
-        )
+        wrapper = f'bash --login --noediting -i; printf "\\036%s\\036exit\\036\\n" {nonce}'
         try:
             exec_id = self.client.api.exec_create(
                 self.container.id, ["bash", "-c", wrapper], stdin=True, tty=True, workdir="/root"
@@ -146,13 +148,17 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"docker exec failed: {error}") from None
         return ProcessResult(int(result.exit_code), result.output.decode("utf-8", errors="replace"))
 
-    def restart_shell(self) -> None:
+    def process_ids(self) -> set[int]:
         try:
-            self.container.exec_run(
-                ["sh", "-c", f'pkill -KILL -s "$(cat {SHELL_SID_FILE})"'], stdin=False
-            )
-        except Exception as error:
-            raise SandboxError(f"docker exec failed: {error}") from None
+            top = self.container.top(ps_args="-eo pid")
+        except Exception:
+            return set()
+        return {int(row[0]) for row in top.get("Processes") or [] if row and row[0].isdigit()}
+
+    def restart_shell(self) -> None:
+        """Kill every process but the container's init (from the host: a fork bomb leaves no
+        pid for ``docker exec``), then start a new shell."""
+        kill_repeatedly(lambda: {pid for pid in self.process_ids() if namespace_pid(pid) != 1})
         self._start_shell(20.0)
 
     def close(self) -> None:
@@ -163,16 +169,12 @@ class DockerSandbox(Sandbox):
             self._stream.close()
         container = getattr(self, "container", None)
         if container is not None:
-            try:
+            with contextlib.suppress(Exception):
                 container.remove(force=True)
-            except Exception:
-                pass
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
 def _fsize_ulimit(size: int) -> Any:

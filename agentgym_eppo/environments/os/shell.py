@@ -18,11 +18,13 @@ once instead of as a timeout.
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
 import re
 import secrets
 import select
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _CHUNK = 768
@@ -130,17 +132,24 @@ class InteractiveShell:
         if kind != b"sync":
             raise ShellClosed("the shell did not start")
 
-    def run(self, script: str, timeout: float) -> CommandResult:
+    def run(
+        self, script: str, timeout: float, on_timeout: Callable[[], None] | None = None
+    ) -> CommandResult:
         """Run ``script`` in the shell; interrupt it with Ctrl-C after ``timeout`` seconds.
 
-        Raises :class:`ShellClosed` when the sandbox is gone; a shell that exits (``exit``,
-        ``kill -9 $$``) is a result with ``shell_exited=True``.
+        ``on_timeout`` runs first when the deadline passes (the sandbox kills the processes
+        the command started, which Ctrl-C alone does not reach: background children, a
+        fork bomb). Raises :class:`ShellClosed` when the sandbox is gone; a shell that
+        exits (``exit``, ``kill -9 $$``) or stays stuck is a result with
+        ``shell_exited=True``.
         """
         if self.exited:
             raise ShellClosed("the shell has exited")
         self.stream.write(self._command_bytes(script))
         output, kind, _ = self._read_until_marker(time.monotonic() + timeout)
         if kind is None:
+            if on_timeout is not None:
+                on_timeout()
             return self._interrupt(output)
         if kind == b"exit":
             self.exited = True
@@ -257,7 +266,5 @@ class FdStream(ShellStream):
                 select.select([], [self.fd], [], 0.1)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.close(self.fd)
-        except OSError:
-            pass
