@@ -148,6 +148,21 @@ class EpisodeCgroup:
         self.paths = []
 
 
+def procs_file_of(pid: int, controller: str = "pids") -> Path | None:
+    """The ``cgroup.procs`` file of ``pid``'s group (v2, else the v1 ``controller`` tree)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if _is_v2() and not controllers:
+            return CGROUP_ROOT / path.lstrip("/") / "cgroup.procs"
+        if controller in controllers.split(","):
+            return CGROUP_ROOT / controller / path.lstrip("/") / "cgroup.procs"
+    return None
+
+
 def remove_leftovers() -> int:
     """Remove the groups of sandbox owners that no longer run (a crashed Python process).
 

@@ -56,24 +56,6 @@ def script_argv(language: str, code: str, args: Sequence[str]) -> list[str]:
     raise ValueError(f"unsupported script language {language!r}; use one of {SCRIPT_LANGUAGES}")
 
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def boot_clock() -> float:
-    """Seconds since boot, the clock of a process's start time in ``/proc/<pid>/stat``."""
-    return time.clock_gettime(time.CLOCK_BOOTTIME)
-
-
-def started_at(pid: int) -> float | None:
-    """When ``pid`` started, in :func:`boot_clock` seconds (None if it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[19]) / _CLOCK_TICKS
-
-
 def namespace_pid(pid: int) -> int | None:
     """The pid that host process ``pid`` has inside its innermost pid namespace."""
     try:
@@ -101,21 +83,6 @@ def kill_repeatedly(pids: Callable[[], set[int]], rounds: int = 50) -> int:
                 pass
         time.sleep(0.005)
     return killed
-
-
-def kill_started_since(sandbox: Sandbox, since: float, rounds: int = 50) -> int:
-    """SIGKILL the sandbox's processes that started at or after ``since``; returns how many.
-
-    Repeats until none is left, so that a fork bomb, whose processes keep replacing each
-    other up to the pids limit, is drained. Processes started before (the shell, the
-    task's background jobs, earlier ``&`` jobs) are kept. The start time has the kernel's
-    clock-tick resolution, so ``since`` is rounded down to a tick.
-    """
-    threshold = int(since * _CLOCK_TICKS) / _CLOCK_TICKS
-    return kill_repeatedly(
-        lambda: {pid for pid in sandbox.process_ids() if (started_at(pid) or -1.0) >= threshold},
-        rounds,
-    )
 
 
 class Sandbox(abc.ABC):
@@ -150,17 +117,16 @@ class Sandbox(abc.ABC):
     def run_command(self, script: str, timeout: float) -> CommandResult:
         """Run ``script`` in the agent's shell; raises :class:`SandboxError` if the sandbox died.
 
-        On timeout every process the command started is killed from the host (see
-        :func:`kill_started_since`), then the shell gets Ctrl-C.
+        On timeout the shell gets Ctrl-C and then every process that was not there before
+        the command is killed from the host, repeatedly, so that a fork bomb is drained;
+        the shell, the task's background process and earlier ``&`` jobs are kept.
         """
         self.ensure_ready()
-        started = boot_clock()
+        before = self.process_ids()
         try:
-
-            def on_timeout() -> None:
-                kill_started_since(self, started)
-
-            return self.shell.run(script, timeout, on_timeout)
+            return self.shell.run(
+                script, timeout, lambda: kill_repeatedly(lambda: self.process_ids() - before)
+            )
         except ShellClosed as error:
             raise SandboxError(str(error)) from None
 

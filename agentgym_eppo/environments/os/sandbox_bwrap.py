@@ -9,7 +9,8 @@ process Python holds is bubblewrap itself)::
           mount overlays: base + host /usr...   # read-only lower layers, writes to tmpfs
           exec bwrap --bind merged / ...        # pid/net/ipc/uts namespaces, caps dropped
             bash control loop (fd 0/1: pipes to Python, fd 3: the pty's slave)
-              └ setsid -c bash --login -i        # the agent's shell on the pty
+              └ setsid -c env --default-signal   # own session, the pty as its terminal,
+                  bash --login -i                # SIGINT not ignored (Ctrl-C must work)
 
 The mounts live only in that mount namespace, so they vanish with the sandbox, even
 when Python crashes (``--die-with-parent`` kills bubblewrap, whose pid-1 reaper takes
@@ -67,7 +68,6 @@ SANDBOX_ENV = {
     "LOGNAME": "root",
     "SHELL": "/bin/bash",
     "TERM": "xterm",
-    "LANG": "C.UTF-8",
     "HOSTNAME": "sandbox",
 }
 
@@ -76,7 +76,7 @@ MOUNT_DIR = rootfs.BASE_CACHE / "mnt"
 
 CONTROL_LOOP = r"""
 exec 2>/dev/null
-export LC_ALL=C
+LC_ALL=C
 ulimit -f "$1"
 nonce=$2
 mkdir -p /run/.agentgym && chmod 700 /run/.agentgym
@@ -86,7 +86,7 @@ while IFS= read -r line; do
     id=${words[0]}; request=${words[1]}
     case $request in
     shell)
-        setsid -c bash -c 'bash --login --noediting -i; printf "\036%s\036exit\036\n" "$0"' \
+        setsid -c env --default-signal=INT,QUIT bash -c 'bash --login --noediting -i; printf "\036%s\036exit\036\n" "$0"' \
             "$nonce" <&3 >&3 2>&3 3>&- &
         printf '%s 0 0\n' "$id" ;;
     run)
@@ -151,11 +151,10 @@ class BwrapSandbox(Sandbox):
         nonce = InteractiveShell.new_nonce()
         try:
             self._process = subprocess.Popen(
-                self._launch_argv(slave, nonce, root_dir),
+                self._launch_argv(nonce, root_dir),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                pass_fds=(slave,),
+                stderr=slave,
                 env=SANDBOX_ENV,
                 start_new_session=True,
             )
@@ -171,9 +170,9 @@ class BwrapSandbox(Sandbox):
         if wait:
             self.ensure_ready()
 
-    def _launch_argv(
-        self, slave: int, nonce: str, root_dir: str | os.PathLike[str] | None
-    ) -> list[str]:
+    def _launch_argv(self, nonce: str, root_dir: str | os.PathLike[str] | None) -> list[str]:
+        """The launcher: the pty's slave arrives as stderr (dash reads one-digit fds only)
+        and leaves as fd 3."""
         MOUNT_DIR.mkdir(parents=True, exist_ok=True)
         mnt = shlex.quote(str(MOUNT_DIR))
         lines = ["set -e"]
@@ -197,7 +196,7 @@ class BwrapSandbox(Sandbox):
                 f"{mnt}/root{'/' + target if target else ''}"
             )
         lines.insert(lines.index(f"mkdir {mnt}/upper0 {mnt}/work0"), f"mkdir {mnt}/root")
-        lines.append(f"exec 3<&{slave} {slave}<&-")
+        lines.append("exec 3<&2 2>/dev/null")
         bwrap = [
             "bwrap", "--bind", f"{MOUNT_DIR}/root", "/",
             "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",

@@ -16,8 +16,10 @@ import os
 import socket
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from . import cgroups
 from .sandbox import (
     ProcessResult,
     Sandbox,
@@ -95,6 +97,7 @@ class DockerSandbox(Sandbox):
         self.client = client or docker_client()
         self._closed = False
         self._stream: SocketStream | None = None
+        self._procs_file: Path | None = None
         _remove_leftovers_once(self.client)
         try:
             self.container = self.client.containers.run(
@@ -110,12 +113,14 @@ class DockerSandbox(Sandbox):
                 pids_limit=self.limits.pids,
                 cap_drop=DROPPED_CAPABILITIES,
                 ulimits=[_fsize_ulimit(self.limits.file_size_bytes)],
-                environment={"HOME": "/root", "TERM": "xterm", "LANG": "C.UTF-8"},
+                environment={"HOME": "/root", "TERM": "xterm"},
                 labels={LABEL: "1", f"{LABEL}.owner": f"{socket.gethostname()}:{os.getpid()}"},
             )
         except Exception as error:
             raise SandboxError(f"cannot start a container from {image!r}: {error}") from None
         try:
+            self.container.reload()
+            self._procs_file = cgroups.procs_file_of(int(self.container.attrs["State"]["Pid"]))
             self._start_shell(start_timeout)
         except BaseException:
             self.close()
@@ -149,6 +154,13 @@ class DockerSandbox(Sandbox):
         return ProcessResult(int(result.exit_code), result.output.decode("utf-8", errors="replace"))
 
     def process_ids(self) -> set[int]:
+        """From the container's cgroup when this host can read it (no API round trip),
+        else from ``docker top``."""
+        if self._procs_file is not None:
+            try:
+                return {int(pid) for pid in self._procs_file.read_text().split()}
+            except OSError:
+                pass
         try:
             top = self.container.top(ps_args="-eo pid")
         except Exception:

@@ -133,13 +133,13 @@ class InteractiveShell:
             raise ShellClosed("the shell did not start")
 
     def run(
-        self, script: str, timeout: float, on_timeout: Callable[[], None] | None = None
+        self, script: str, timeout: float, on_timeout: Callable[[], object] | None = None
     ) -> CommandResult:
         """Run ``script`` in the shell; interrupt it with Ctrl-C after ``timeout`` seconds.
 
-        ``on_timeout`` runs first when the deadline passes (the sandbox kills the processes
-        the command started, which Ctrl-C alone does not reach: background children, a
-        fork bomb). Raises :class:`ShellClosed` when the sandbox is gone; a shell that
+        ``on_timeout`` runs right after the Ctrl-C (the sandbox kills the processes the
+        command started, which Ctrl-C alone does not reach: background children, a fork
+        bomb, a program that ignores SIGINT). Raises :class:`ShellClosed` when the sandbox is gone; a shell that
         exits (``exit``, ``kill -9 $$``) or stays stuck is a result with
         ``shell_exited=True``.
         """
@@ -148,9 +148,7 @@ class InteractiveShell:
         self.stream.write(self._command_bytes(script))
         output, kind, _ = self._read_until_marker(time.monotonic() + timeout)
         if kind is None:
-            if on_timeout is not None:
-                on_timeout()
-            return self._interrupt(output)
+            return self._interrupt(output, on_timeout)
         if kind == b"exit":
             self.exited = True
             return CommandResult(clean_output(output), None, shell_exited=True)
@@ -175,10 +173,12 @@ class InteractiveShell:
         )
         return text.encode()
 
-    def _interrupt(self, output: bytes) -> CommandResult:
-        """Ctrl-C, then a sync marker; if the shell does not answer, report it stuck."""
+    def _interrupt(self, output: bytes, on_timeout: Callable[[], object] | None) -> CommandResult:
+        """Ctrl-C, the caller's clean-up, then a sync marker; no answer means stuck."""
         self.stream.write(b"\x03")
-        time.sleep(0.05)
+        time.sleep(0.02)
+        if on_timeout is not None:
+            on_timeout()
         self.stream.write(f"printf '\\036%s\\036sync\\036\\n' {self.nonce.decode()}\n".encode())
         rest, kind, _ = self._read_until_marker(time.monotonic() + 3.0)
         if kind == b"exit":
