@@ -99,7 +99,7 @@ def test_shell_state_persists_between_turns(make_env: Any) -> None:
 
 
 def test_start_command_keeps_running_in_the_background(make_env: Any) -> None:
-    task = {**MATCH_TASK, "start": "python3 -c 'import time; time.sleep(60)' &"}
+    task = {**MATCH_TASK, "start": "python3 -c 'import time; time.sleep(60)' & sleep 0.3"}
     env = make_env([task])
     env.reset(options={"index": 0})
     obs, *_ = env.step(bash("pgrep -fc 'time.sleep\\(60\\)'"))

@@ -146,7 +146,11 @@ class InteractiveShell:
         if self.exited:
             raise ShellClosed("the shell has exited")
         self.stream.write(self._command_bytes(script))
-        output, kind, _ = self._read_until_marker(time.monotonic() + timeout)
+        deadline = time.monotonic() + timeout
+        output, kind, _ = self._read_until_marker(deadline)
+        while kind == b"sync":  # a late answer to an earlier interrupt: not this command's end
+            more, kind, _ = self._read_until_marker(deadline)
+            output += more
         if kind is None:
             return self._interrupt(output, on_timeout)
         if kind == b"exit":
