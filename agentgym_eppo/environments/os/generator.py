@@ -276,7 +276,7 @@ def add_user(rng: random.Random) -> Task:
 
 
 def count_bash_users(rng: random.Random) -> Task:
-    users = rng.sample(NAMES, rng.randint(1, 5))
+    users = [f"{name}{rng.randint(1, 99)}" for name in rng.sample(NAMES, rng.randint(1, 5))]
     init = [
         f"useradd -m -s {'/bin/bash' if rng.random() < 0.6 else '/bin/sh'} {user}" for user in users
     ]
@@ -308,7 +308,7 @@ def file_owner(rng: random.Random) -> Task:
 
 
 def count_processes(rng: random.Random) -> Task:
-    name = f"{rng.choice(WORDS)}_worker{rng.randint(1, 99)}"
+    name = f"{rng.choice(WORDS)}-job{rng.randint(1, 99)}"  # <= 15 characters: a full comm
     count = rng.randint(1, 5)
     start = (
         f"cp /bin/sleep /tmp/{name}; for i in $(seq {count}); do /tmp/{name} 1000 & done; sleep 0.2"
@@ -325,7 +325,7 @@ def count_processes(rng: random.Random) -> Task:
 
 
 def stop_process(rng: random.Random) -> Task:
-    name = f"{rng.choice(WORDS)}_daemon{rng.randint(1, 99)}"
+    name = f"{rng.choice(WORDS)}-srv{rng.randint(1, 99)}"  # <= 15 characters: a full comm
     start = f"cp /bin/sleep /tmp/{name}; /tmp/{name} 1000 & sleep 0.2"
     return _operation_task(
         f"A process named {name} is running in the background. Stop it.",
@@ -380,16 +380,27 @@ TEMPLATES: tuple[Callable[[random.Random], Task], ...] = (
 )  # fmt: skip
 
 
-def generate_split(split: str, size: int | None = None) -> list[Task]:
-    """``size`` tasks of ``split`` (templates in turn, parameters from the split's seed)."""
-    rng = random.Random(SEEDS[split])
-    count = SPLIT_SIZES[split] if size is None else size
-    tasks: list[Task] = []
+def generate_all() -> dict[str, list[Task]]:
+    """Every split; test and dev first, and no task the agent sees (description, init,
+    start) appears twice."""
     seen: set[str] = set()
-    while len(tasks) < count:
+    splits = {split: _generate(split, seen) for split in ("test", "dev", "train")}
+    return {split: splits[split] for split in SPLIT_SIZES}
+
+
+def generate_split(split: str) -> list[Task]:
+    """The shipped ``split`` (see :func:`generate_all`)."""
+    return generate_all()[split]
+
+
+def _generate(split: str, seen: set[str]) -> list[Task]:
+    """The split's tasks: templates in turn, parameters from the split's seed."""
+    rng = random.Random(SEEDS[split])
+    tasks: list[Task] = []
+    while len(tasks) < SPLIT_SIZES[split]:
         template = TEMPLATES[len(tasks) % len(TEMPLATES)]
         task = template(rng)
-        key = json.dumps(task, sort_keys=True)
+        key = json.dumps([task["description"], task["create"], task.get("start")])
         if key in seen:
             continue
         seen.add(key)
@@ -399,9 +410,9 @@ def generate_split(split: str, size: int | None = None) -> list[Task]:
 
 
 def main() -> None:
-    for split in SPLIT_SIZES:
+    for split, tasks in generate_all().items():
         path = asset_path("os", f"{split}.jsonl.gz")
-        write_jsonl_gz(path, generate_split(split))
+        write_jsonl_gz(path, tasks)
         print(f"wrote {path}")
 
 
