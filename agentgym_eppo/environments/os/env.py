@@ -214,6 +214,7 @@ class OSEnv(AgentBenchEnv[OSTask]):
 
     def _end_episode(self) -> None:
         self._close_sandbox()
+        self._reserve.refill(self.record.image or self.image)
 
     def _close_backend(self) -> None:
         self._reserve.close()

@@ -38,13 +38,15 @@ class SandboxReserve:
         self._error: BaseException | None = None
 
     def take(self, key: Hashable) -> Sandbox:
-        """A started sandbox for ``key`` (the reserve's if it matches), and refill the reserve."""
+        """A started sandbox for ``key``: the reserve's if it matches, else a new one."""
         sandbox = self._collect(key)
-        if sandbox is None:
-            sandbox = self.factory(key)
-        if self.enabled:
+        return sandbox if sandbox is not None else self.factory(key)
+
+    def refill(self, key: Hashable) -> None:
+        """Start the next sandbox for ``key`` (called when an episode ends, so that the
+        launch costs the teardown, not the next ``reset``)."""
+        if self.enabled and self._thread is None and self._ready is None:
             self._start(key)
-        return sandbox
 
     def close(self) -> None:
         """Stop keeping a reserve and close the one started, if any."""
