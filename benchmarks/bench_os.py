@@ -141,7 +141,11 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{platform.node()}: {os.cpu_count()} cores ({cpu}), Linux {platform.release()}"
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    return (
+        f"{platform.node()}: {os.cpu_count()} cores ({cpu}), Linux {platform.release()}, "
+        f"load average {load} at the end of the run"
+    )
 
 
 def main() -> None:

@@ -178,19 +178,28 @@ class InteractiveShell:
         return text.encode()
 
     def _interrupt(self, output: bytes, on_timeout: Callable[[], object] | None) -> CommandResult:
-        """Ctrl-C, the caller's clean-up, then a sync marker; no answer means stuck."""
+        """Ctrl-C, the caller's clean-up, then sync markers until the shell answers.
+
+        What the terminal prints after the Ctrl-C is dropped. The sync line is sent up to
+        three times (a byte sent right after Ctrl-C can be lost while the shell handles
+        the signal); no answer at all means the shell is stuck.
+        """
         self.stream.write(b"\x03")
         time.sleep(0.02)
         if on_timeout is not None:
             on_timeout()
-        self.stream.write(f"printf '\\036%s\\036sync\\036\\n' {self.nonce.decode()}\n".encode())
-        rest, kind, _ = self._read_until_marker(time.monotonic() + 3.0)
-        if kind == b"exit":
+        sync = f"\nprintf '\\036%s\\036sync\\036\\n' {self.nonce.decode()}\n".encode()
+        kind = None
+        for _ in range(3):
+            self.stream.write(sync)
+            _, kind, _ = self._read_until_marker(time.monotonic() + 1.5, keep=False)
+            if kind is not None:
+                break
+        if kind == b"exit" or kind is None:
             self.exited = True
-        stuck = kind is None
-        if stuck:
-            self.exited = True
-        return CommandResult(clean_output(output + rest), None, timed_out=True, shell_exited=stuck)
+        return CommandResult(
+            clean_output(output), None, timed_out=True, shell_exited=kind != b"sync"
+        )
 
     def _read_until_marker(
         self, deadline: float, *, keep: bool = True
