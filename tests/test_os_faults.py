@@ -158,6 +158,8 @@ def test_host_files_are_not_visible(env: OSEnv, tmp_path: Path) -> None:
     assert "SEEN" not in obs and obs.endswith("checked\n")
     users = run(env, "cut -d: -f1 /etc/passwd | tr '\\n' ' '")[0]
     assert users.removeprefix("The output of the OS:\n\n").split()[:2] == ["root", "daemon"]
+    processes = run(env, "ps -eo comm --no-headers | sort -u | tr '\\n' ' '")[0]
+    assert "pytest" not in processes and "python" not in processes  # no view of host processes
     assert sentinel.read_text() == "secret"
 
 

@@ -187,15 +187,14 @@ class BwrapSandbox(Sandbox):
                 for name in rootfs.HOST_TOP_LEVEL
                 if (Path("/") / name).is_dir() and not (Path("/") / name).is_symlink()
             ]
-        for index, (target, lower) in enumerate(overlays):
-            upper, work = f"{mnt}/upper{index}", f"{mnt}/work{index}"
-            lines.append(f"mkdir {upper} {work}")
+        layers = [(f"{mnt}/upper{i}", f"{mnt}/work{i}") for i in range(len(overlays))]
+        lines.append(f"mkdir {mnt}/root " + " ".join(f"{up} {work}" for up, work in layers))
+        for (target, lower), (upper, work) in zip(overlays, layers, strict=True):
             lines.append(
                 "mount -t overlay overlay -o "
                 f"lowerdir={shlex.quote(str(lower))},upperdir={upper},workdir={work} "
                 f"{mnt}/root{'/' + target if target else ''}"
             )
-        lines.insert(lines.index(f"mkdir {mnt}/upper0 {mnt}/work0"), f"mkdir {mnt}/root")
         lines.append("exec 3<&2 2>/dev/null")
         bwrap = [
             "bwrap", "--bind", f"{MOUNT_DIR}/root", "/",
@@ -288,15 +287,15 @@ class BwrapSandbox(Sandbox):
         return self._cgroup.pids()
 
     def restart_shell(self) -> None:
-        """Kill the shell's session (from the host: the sandbox may have no pid to spare for
-        ``pkill``) and start a new shell; the control loop and its reaper stay."""
+        """Kill every process of the agent (from the host: a fork bomb leaves no pid to spare
+        inside), background jobs included, and start a new shell; the control loop and the
+        pid-1 reaper stay, and so do the files."""
         keep = {self._process.pid} | {
             pid for pid in self._cgroup.pids() if namespace_pid(pid) in (1, 2)
         }
         kill_repeatedly(lambda: self._cgroup.pids() - keep)
-        self.shell.exited = False
-        self.shell._pending = b""
         _drain(self._master)
+        self.shell.forget()
         self._starting = self._send(["shell"])
         self.ensure_ready()
 
@@ -320,10 +319,6 @@ class BwrapSandbox(Sandbox):
         with contextlib.suppress(OSError):
             os.close(self._master)
 
-    @property
-    def alive(self) -> bool:
-        return not self._closed and self._process.poll() is None
-
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
@@ -339,6 +334,7 @@ def _quiet_terminal(fd: int) -> None:
 
 
 def _drain(fd: int) -> None:
+    """Discard what the dead shell left on the terminal."""
     while select.select([fd], [], [], 0)[0]:
         try:
             if not os.read(fd, 1 << 16):

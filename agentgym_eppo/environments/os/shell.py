@@ -116,6 +116,11 @@ class InteractiveShell:
             re.escape(_MARK + self.nonce + _MARK) + rb"(\d+|exit|sync)" + re.escape(_MARK) + b"\n?"
         )
 
+    def forget(self) -> None:
+        """Drop all state of a shell that was replaced (the sandbox restarted it)."""
+        self.exited = False
+        self._pending = b""
+
     @staticmethod
     def new_nonce() -> str:
         return secrets.token_hex(8)
@@ -128,7 +133,7 @@ class InteractiveShell:
             f"printf '\\036%s\\036sync\\036\\n' {self.nonce.decode()}\n"
         )
         self.stream.write(line.encode())
-        _, kind, _ = self._read_until_marker(time.monotonic() + timeout, keep=False)
+        _, kind = self._read_until_marker(time.monotonic() + timeout, keep=False)
         if kind != b"sync":
             raise ShellClosed("the shell did not start")
 
@@ -147,9 +152,9 @@ class InteractiveShell:
             raise ShellClosed("the shell has exited")
         self.stream.write(self._command_bytes(script))
         deadline = time.monotonic() + timeout
-        output, kind, _ = self._read_until_marker(deadline)
+        output, kind = self._read_until_marker(deadline)
         while kind == b"sync":  # a late answer to an earlier interrupt: not this command's end
-            more, kind, _ = self._read_until_marker(deadline)
+            more, kind = self._read_until_marker(deadline)
             output += more
         if kind is None:
             return self._interrupt(output, on_timeout)
@@ -192,7 +197,7 @@ class InteractiveShell:
         kind = None
         for _ in range(3):
             self.stream.write(sync)
-            _, kind, _ = self._read_until_marker(time.monotonic() + 1.5, keep=False)
+            _, kind = self._read_until_marker(time.monotonic() + 1.5, keep=False)
             if kind is not None:
                 break
         if kind == b"exit" or kind is None:
@@ -203,8 +208,8 @@ class InteractiveShell:
 
     def _read_until_marker(
         self, deadline: float, *, keep: bool = True
-    ) -> tuple[bytes, bytes | None, bool]:
-        """Read until a marker or ``deadline``: (output, marker kind or None, capped)."""
+    ) -> tuple[bytes, bytes | None]:
+        """Read until a marker or ``deadline``: (output up to the cap, marker kind or None)."""
         kept = bytearray()
         capped = False
         buffer = self._pending
@@ -216,7 +221,7 @@ class InteractiveShell:
                 if keep and not capped:
                     kept += buffer[: match.start()]
                 self._pending = buffer[match.end() :]
-                return _cap(kept, self.output_cap), match.group(1), capped
+                return bytes(kept[: self.output_cap]), match.group(1)
             # keep a tail that may hold the start of a split marker
             if len(buffer) > tail:
                 head, buffer = buffer[:-tail], buffer[-tail:]
@@ -228,7 +233,7 @@ class InteractiveShell:
             if remaining <= 0:
                 if keep and not capped:
                     kept += buffer
-                return _cap(kept, self.output_cap), None, capped
+                return bytes(kept[: self.output_cap]), None
             readable, _, _ = select.select([self.stream.fileno()], [], [], remaining)
             if not readable:
                 continue
@@ -238,10 +243,6 @@ class InteractiveShell:
             if not chunk:
                 raise ShellClosed("the sandbox's terminal closed")
             buffer += chunk
-
-
-def _cap(data: bytearray, cap: int) -> bytes:
-    return bytes(data[:cap])
 
 
 class FdStream(ShellStream):
