@@ -68,7 +68,7 @@ GROUPS = (
 
 EMPTY_DIRS = (
     "root", "home", "tmp", "var/tmp", "var/log", "var/lib", "var/cache", "var/mail",
-    "var/spool", "var/backups", "run", "mnt", "opt", "srv", "media", "dev", "proc", "sys",
+    "var/spool", "var/backups", "run", "run/.agentgym", "mnt", "opt", "srv", "media", "dev", "proc", "sys",
 )  # fmt: skip
 
 _VERSION = "1"
@@ -101,6 +101,7 @@ def _build(root: Path) -> None:
     for name in EMPTY_DIRS:
         (root / name).mkdir(parents=True, exist_ok=True)
     (root / "root").chmod(0o700)
+    (root / "run/.agentgym").chmod(0o700)  # the control loop's scratch space
     (root / "tmp").chmod(0o1777)
     (root / "var/tmp").chmod(0o1777)
     for name in HOST_TOP_LEVEL:

@@ -79,7 +79,7 @@ exec 2>/dev/null
 LC_ALL=C
 ulimit -f "$1"
 nonce=$2
-mkdir -p /run/.agentgym && chmod 700 /run/.agentgym
+[ -d /run/.agentgym ] || mkdir -m 700 /run/.agentgym
 cd /root
 while IFS= read -r line; do
     eval "words=($line)"

@@ -120,7 +120,8 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"cannot start a container from {image!r}: {error}") from None
         try:
             self.container.reload()
-            self._procs_file = cgroups.procs_file_of(int(self.container.attrs["State"]["Pid"]))
+            procs = cgroups.procs_file_of(int(self.container.attrs["State"]["Pid"]))
+            self._procs_file = procs if procs is not None and procs.exists() else None
             self._start_shell(start_timeout)
         except BaseException:
             self.close()
@@ -154,23 +155,25 @@ class DockerSandbox(Sandbox):
         return ProcessResult(int(result.exit_code), result.output.decode("utf-8", errors="replace"))
 
     def process_ids(self) -> set[int]:
-        """From the container's cgroup when this host can read it (no API round trip),
-        else from ``docker top``."""
-        if self._procs_file is not None:
-            try:
-                return {int(pid) for pid in self._procs_file.read_text().split()}
-            except OSError:
-                pass
-        try:
-            top = self.container.top(ps_args="-eo pid")
-        except Exception:
+        """Host pids of the container's processes, read from its cgroup. Empty when the
+        engine is not on this host (then pids mean nothing here and nothing is killed
+        from the host)."""
+        if self._procs_file is None:
             return set()
-        return {int(row[0]) for row in top.get("Processes") or [] if row and row[0].isdigit()}
+        try:
+            return {int(pid) for pid in self._procs_file.read_text().split()}
+        except OSError:
+            return set()
 
     def restart_shell(self) -> None:
-        """Kill every process but the container's init (from the host: a fork bomb leaves no
-        pid for ``docker exec``), then start a new shell."""
-        kill_repeatedly(lambda: {pid for pid in self.process_ids() if namespace_pid(pid) != 1})
+        """Kill every process but the container's init, background jobs included (from the
+        host when the engine is local: a fork bomb leaves no pid for ``docker exec``),
+        then start a new shell."""
+        if self._procs_file is not None:
+            kill_repeatedly(lambda: {pid for pid in self.process_ids() if namespace_pid(pid) != 1})
+        else:
+            with contextlib.suppress(Exception):
+                self.container.exec_run(["kill", "-9", "-1"], stdin=False)
         self._start_shell(20.0)
 
     def close(self) -> None:
