@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import io
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -64,12 +65,16 @@ def test_every_family_of_the_generator_is_shipped() -> None:
     )
 
 
-def solve_every_task(split: str) -> None:
-    skip_unless("bwrap")
+def solve(split: str, indices: range) -> list[tuple[str, bool, str]]:
+    """Solve the tasks at ``indices``; return the failures (sample id, empty passed, obs).
+
+    Each worker thread makes and closes its own environment: a bubblewrap sandbox must
+    not outlive the thread that started it.
+    """
     env = OSEnv(split=split, command_timeout=10.0)
     failures = []
     try:
-        for index in range(env.num_tasks):
+        for index in indices:
             env.reset(options={"index": index})
             assert env.sandbox is not None
             empty_passes = judge(env.record, "", env.sandbox)
@@ -81,6 +86,15 @@ def solve_every_task(split: str) -> None:
                 failures.append((env.record.sample_id, empty_passes, obs))
     finally:
         env.close()
+    return failures
+
+
+def solve_every_task(split: str, workers: int = 2) -> None:
+    skip_unless("bwrap")
+    size = len(load_tasks(None, split))
+    with ThreadPoolExecutor(workers) as pool:
+        parts = pool.map(lambda start: solve(split, range(start, size, workers)), range(workers))
+        failures = [failure for part in parts for failure in part]
     assert failures == []
 
 
