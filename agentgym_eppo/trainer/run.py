@@ -102,6 +102,10 @@ class Trainer:
         self.run_dir = Path(config.output_dir)
         self.console = console or Console()
         self.bf16 = resolve_bf16(config.bf16)
+        wanted = config.device
+        if wanted == "auto":
+            wanted = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(wanted)
         self.env_kwargs = env_kwargs_for(config)
         self.model: PreTrainedModel | None = None
         self.tokenizer: Any = None
@@ -113,7 +117,8 @@ class Trainer:
 
     def load_policy(self, path: str | Path) -> None:
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        self.model = model.to(self.device)  # type: ignore[arg-type]
 
     def build_policy(self, texts: Sequence[str]) -> None:
         m = self.config.model
@@ -128,6 +133,7 @@ class Trainer:
             max_position_embeddings=m.max_position_embeddings,
             seed=self.config.seed,
         )
+        self.model = self.model.to(self.device)  # type: ignore[arg-type]
         params = sum(p.numel() for p in self.model.parameters())
         self.log(
             f"built a tiny Qwen2: {params / 1e6:.2f}M parameters, vocabulary {len(self.tokenizer)}"
