@@ -226,6 +226,3 @@ class BAPOClip(ClipPolicy):
         low, high = self.balance(batch.ratio, batch.advantages)
         self.last = (low, high)
         return torch.full_like(batch.ratio, low), torch.full_like(batch.ratio, high)
-
-
-CLIP_POLICIES = ("fixed", "eppo", "dapo", "dcpo", "bapo")
