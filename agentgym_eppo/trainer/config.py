@@ -206,12 +206,18 @@ class TrainConfig:
             "help": "task_id (or env id) -> rollout slots, a multiple of rollout.group_size."
         },
     )
+    skip_unavailable_tasks: bool = _help(
+        "Drop (with a message) tasks whose environment is not registered in this install, "
+        "instead of failing; the demo uses it to run on whichever tasks exist.",
+        False,
+    )
     env_kwargs: dict[str, dict[str, Any]] = field(
         default_factory=dict, metadata={"help": "Constructor keywords per task."}
     )
     threads: int | None = _help(
         "torch.set_num_threads for the trainer (None leaves torch's default).", None
     )
+    device: str = _help("Where the policy runs: auto (cuda when available) | cpu | cuda.", "auto")
     bf16: bool | str = _help(
         "bf16 autocast: auto (on a GPU, or a CPU with avx512_bf16/AMX) | true | false.", "auto"
     )
