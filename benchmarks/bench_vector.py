@@ -208,6 +208,7 @@ def cpu_model() -> str:
 
 
 def main() -> None:
+    load_before = os.getloadavg()[0]
     sections: list[str] = []
     print("instant workload", flush=True)
     instant = measure_workload(
@@ -249,7 +250,9 @@ def main() -> None:
         "",
         f"Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}. Machine: {os.cpu_count()} cores "
         f"({cpu_model()}), shared with other work; Python {platform.python_version()}, "
-        f"gymnasium {gym.__version__}. Command: `python -m benchmarks.run vector`.",
+        f"gymnasium {gym.__version__}. Command: `python -m benchmarks.run vector`. "
+        f"Load average (1 min) {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the "
+        "end: other work shared the cores, so single figures are noisy.",
         "",
     ]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
