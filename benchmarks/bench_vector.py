@@ -16,7 +16,9 @@ The subprocess back-end runs twice: with its default ``spawn`` workers and with
 
 A run steps every running slot together (``step_some``), resets finished slots
 (``reset_some``), and counts steps for ``SECONDS`` seconds; the figure is the median
-of ``ROUNDS`` runs. Per-step overhead = 1/throughput - 1/throughput(direct), 1 slot.
+of ``ROUNDS`` runs, the runners taking turns within each round. Per-step overhead =
+1/throughput - 1/throughput(direct), 1 slot. The AgentBench workload builds real envs
+(seconds each), so it runs fewer sizes and no Ray.
 
 Run: ``python -m benchmarks.run vector``; writes ``benchmarks/results/vector.md``.
 """
@@ -44,6 +46,7 @@ from .instant_env import NOOP_TEXT
 
 RESULTS = Path(__file__).resolve().parent / "results" / "vector.md"
 SLOTS = (1, 2, 4, 8, 16)
+REAL_SLOTS = (1, 4, 8)
 BACKENDS = ("serial", "subprocess", "subprocess-fork", "ray")
 """``subprocess-fork``: the subprocess back-end with ``start_method="fork"``."""
 SECONDS = 1.5
@@ -123,10 +126,6 @@ def gymnasium_peer(ids: list[str], slots: int, kind: str) -> float:
         venv.close()
 
 
-def median_rate(measure: Callable[..., float], *args: Any) -> float:
-    return statistics.median(measure(*args) for _ in range(ROUNDS))
-
-
 def ray_available() -> bool:
     try:
         import ray  # noqa: F401
@@ -135,41 +134,55 @@ def ray_available() -> bool:
     return True
 
 
-def measure_workload(ids: list[str], expert: bool, peers: bool) -> dict[str, dict[int, float]]:
-    rows: dict[str, dict[int, float]] = {"direct (no vector env)": {}}
-    backends = [b for b in BACKENDS if b != "ray" or ray_available()]
-    for slots in SLOTS:
-        rows["direct (no vector env)"][slots] = median_rate(direct, ids, slots, expert)
-        print(
-            f"  {slots:2d} slots: direct {rows['direct (no vector env)'][slots]:,.0f}/s", flush=True
-        )
-    if "ray" in backends:
+def measure_workload(
+    ids: list[str], expert: bool, peers: bool, slots: tuple[int, ...], rounds: int, with_ray: bool
+) -> dict[str, dict[int, float]]:
+    """Medians per runner and slot count. The runners take turns within each round, so
+    that the load of a shared machine falls on all of them alike; Ray runs last, alone
+    with its runtime (which would slow the others)."""
+    runners: dict[str, Callable[[int], float]] = {
+        "direct (no vector env)": lambda n: direct(ids, n, expert),
+        "ours, serial": lambda n: ours(ids, n, "serial", expert),
+        "ours, subprocess": lambda n: ours(ids, n, "subprocess", expert),
+        "ours, subprocess-fork": lambda n: ours(ids, n, "subprocess-fork", expert),
+    }
+    if peers:
+        runners["Gymnasium SyncVectorEnv"] = lambda n: gymnasium_peer(ids, n, "sync")
+        runners["Gymnasium AsyncVectorEnv"] = lambda n: gymnasium_peer(ids, n, "async")
+    rows = interleaved_medians(runners, slots, rounds)
+    if with_ray and ray_available():
         import ray
 
         ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
-    try:
-        for backend in backends:
-            rows[f"ours, {backend}"] = {}
-            for slots in SLOTS:
-                rate = median_rate(ours, ids, slots, backend, expert)
-                rows[f"ours, {backend}"][slots] = rate
-                print(f"  {slots:2d} slots: {backend} {rate:,.0f}/s", flush=True)
-    finally:
-        if "ray" in backends:
+        try:
+            ray_runner = {"ours, ray": lambda n: ours(ids, n, "ray", expert)}
+            rows.update(interleaved_medians(ray_runner, slots, rounds))
+        finally:
             ray.shutdown()
-    if peers:
-        for kind in ("sync", "async"):
-            name = f"Gymnasium {'SyncVectorEnv' if kind == 'sync' else 'AsyncVectorEnv'}"
-            rows[name] = {slots: median_rate(gymnasium_peer, ids, slots, kind) for slots in SLOTS}
-            print(f"  {name}: {rows[name]}", flush=True)
+    return rows
+
+
+def interleaved_medians(
+    runners: dict[str, Callable[[int], float]], slots: tuple[int, ...], rounds: int
+) -> dict[str, dict[int, float]]:
+    rows: dict[str, dict[int, float]] = {name: {} for name in runners}
+    for n in slots:
+        rates: dict[str, list[float]] = {name: [] for name in runners}
+        for _ in range(rounds):
+            for name, runner in runners.items():
+                rates[name].append(runner(n))
+        for name in runners:
+            rows[name][n] = statistics.median(rates[name])
+            print(f"  {n:2d} slots: {name} {rows[name][n]:,.0f}/s", flush=True)
     return rows
 
 
 def table(rows: dict[str, dict[int, float]]) -> list[str]:
-    lines = ["| runner | " + " | ".join(f"{n} slot{'s' * (n > 1)}" for n in SLOTS) + " |"]
-    lines.append("|---|" + "---:|" * len(SLOTS))
+    sizes = sorted(next(iter(rows.values())))
+    lines = ["| runner | " + " | ".join(f"{n} slot{'s' * (n > 1)}" for n in sizes) + " |"]
+    lines.append("|---|" + "---:|" * len(sizes))
     for name, rates in rows.items():
-        lines.append(f"| {name} | " + " | ".join(f"{rates[n]:,.0f}" for n in SLOTS) + " |")
+        lines.append(f"| {name} | " + " | ".join(f"{rates[n]:,.0f}" for n in sizes) + " |")
     floor = rows["direct (no vector env)"][1]
     lines.append("")
     lines.append("Per-step overhead against calling the env directly (1 slot):")
@@ -178,6 +191,9 @@ def table(rows: dict[str, dict[int, float]]) -> list[str]:
         if name.startswith("direct"):
             continue
         overhead_us = (1 / rates[1] - 1 / floor) * 1e6
+        if overhead_us <= 0:
+            lines.append(f"- {name}: none measurable (faster than the direct run: noise)")
+            continue
         lines.append(
             f"- {name}: {overhead_us:,.0f} µs per step ({floor / rates[1]:.1f}x the direct time)"
         )
@@ -195,9 +211,12 @@ def cpu_model() -> str:
 
 
 def main() -> None:
+    load_before = os.getloadavg()[0]
     sections: list[str] = []
     print("instant workload", flush=True)
-    instant = measure_workload(list(INSTANT_IDS), expert=False, peers=True)
+    instant = measure_workload(
+        list(INSTANT_IDS), expert=False, peers=True, slots=SLOTS, rounds=ROUNDS, with_ray=True
+    )
     sections += [
         "## Instant envs (the machinery's own cost)",
         "",
@@ -211,7 +230,9 @@ def main() -> None:
     if real:
         print(f"agentbench workload: {real}", flush=True)
         ids = [ENVIRONMENTS[task][0] for task in real]
-        agentbench = measure_workload(ids, expert=True, peers=False)
+        agentbench = measure_workload(
+            ids, expert=True, peers=False, slots=REAL_SLOTS, rounds=ROUNDS, with_ray=False
+        )
         sections += [
             f"## AgentBench envs ({', '.join(real)}), experts acting",
             "",
@@ -232,7 +253,9 @@ def main() -> None:
         "",
         f"Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}. Machine: {os.cpu_count()} cores "
         f"({cpu_model()}), shared with other work; Python {platform.python_version()}, "
-        f"gymnasium {gym.__version__}. Command: `python -m benchmarks.run vector`.",
+        f"gymnasium {gym.__version__}. Command: `python -m benchmarks.run vector`. "
+        f"Load average (1 min) {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the "
+        "end: other work shared the cores, so single figures are noisy.",
         "",
     ]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
