@@ -117,7 +117,7 @@ def _soak_section(s: dict[str, Any]) -> list[str]:
     lines = [
         "## Soak: all five tasks in one MultiTaskVectorEnv",
         "",
-        f"Run {s['date']} on {s['machine']}, commit {s['commit']}. "
+        f"Run {s['date']} on {s['machine']}, commit {s['commit']}. {s.get('note', '')} "
         f"Slots: {s['slots']} (subprocess workers, one per slot); DB on MariaDB "
         "(127.0.0.1:3306), the other tasks on their embedded backends; dev split.",
         "Policy: 30% of episodes played by the task's expert, the rest by schema-valid calls "
@@ -140,6 +140,9 @@ def _soak_section(s: dict[str, Any]) -> list[str]:
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
     lines += [
         "",
+        "The soak closes the vector env while its last steps still run, as an interrupted "
+        "program would (`drain=False`); a worker busy past its 10 s graceful stop is killed "
+        "(see docs/reliability.md for what that leaves). "
         "What the soak's processes held before the vector env started and after it closed "
         "(counted by owner: processes by an environment marker every child inherits, temp "
         "files in the soak's private TMPDIR, cgroups by the owning worker pids, MariaDB "
@@ -190,14 +193,17 @@ def _fuzz_section(f: dict[str, Any]) -> list[str]:
     lines = [
         "## Fuzzing every tool of the five environments",
         "",
-        f"Run {f['date']} on {f['machine']}, commit {f['commit']}.",
+        f"Run {f['date']} on {f['machine']}, commit {f['commit']}. {f.get('note', '')}",
         "Generator: hypothesis strategies of `benchmarks/fuzz_tools.py` (malformed JSON, "
         "wrong types, huge strings, deep nesting, control characters, lone surrogates, "
         "several calls in one message, bytes and non-string actions), seeded.",
         "",
         "Parser (`parse_function_call` with each env's own tools): every input must give a "
-        "validated call or a `ToolCallError`; the peer column is AgentBench's way of "
-        "reading a call (first call, `json.loads` of its arguments) on the same inputs.",
+        "validated call or a `ToolCallError`. Peer column: a naive reader in the style of "
+        "AgentBench's function-calling agents (the first tool call of the message, "
+        "`json.loads` of its arguments, each required argument read by key, nothing caught; "
+        "`agentbench_style_parse` in `benchmarks/fuzz_tools.py`, not AgentBench's code) on "
+        "the same inputs: how many inputs would raise out of it.",
         "",
         "| env | inputs | valid calls | invalid action | validation failed | escaped "
         "(ours) | escaped (AgentBench-style) | µs/input |",
@@ -212,9 +218,10 @@ def _fuzz_section(f: dict[str, Any]) -> list[str]:
     lines += [
         "",
         "`step` on the real environments (one env per task, reset whenever an episode "
-        "ends; invalid_action alternating abort/feedback): every step must return a "
-        "documented status; a step that raises, hangs past 60 s or returns an unknown "
-        "status counts as escaped.",
+        "ends; invalid_action alternating abort/feedback): every step must return an "
+        "observation and a documented status with the documented reward; a step that "
+        "raises or breaks that counts as escaped. The slowest step includes the reset "
+        "before it.",
         "",
         "| env | steps | episodes | statuses | escaped | slowest step |",
         "|---|---|---|---|---|---|",
