@@ -454,8 +454,7 @@ def run_soak(
         finally:
             venv.close()
         seconds = time.perf_counter() - started
-        time.sleep(1.0)  # let killed children be reaped before counting
-        after = snapshot(marker, temp_dir, owner_pids, db_url, since)
+        after = _settled_snapshot(before, marker, temp_dir, owner_pids, db_url, since)
         leftovers = [_describe(p) for p in marked_processes(marker, trackers=True)]
     return SoakReport(
         episodes=done,
@@ -470,6 +469,31 @@ def run_soak(
         rss_samples=samples,
         leftover_processes=leftovers,
     )
+
+
+SETTLE_S = 10.0
+
+
+def _settled_snapshot(
+    before: ResourceSnapshot,
+    marker: str,
+    temp_dir: Path,
+    owner_pids: set[int],
+    db_url: str | None,
+    since: float,
+) -> ResourceSnapshot:
+    """The snapshot after the close, retaken for up to :data:`SETTLE_S` seconds while it
+    shows more than ``before``: killed children are reaped, databases are dropped by a
+    background thread, and other users of a shared MariaDB server create short-lived
+    episode databases of their own; what is still there after the wait is a leak."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        time.sleep(0.5)
+        after = snapshot(marker, temp_dir, owner_pids, db_url, since)
+        if all(value <= 0 for value in after.minus(before).values()):
+            return after
+        if time.monotonic() > deadline:
+            return after
 
 
 def _describe(process: psutil.Process) -> str:

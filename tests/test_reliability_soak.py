@@ -62,5 +62,5 @@ def test_a_few_hundred_episodes_of_every_task_leave_nothing_behind() -> None:
         "fds": 0,
         "databases": 0,
         "db_users": 0,
-    }
+    }, f"left behind: {report.leaked}; processes: {report.leftover_processes}"
     assert all(RESOURCE_TRACKER in line for line in report.leftover_processes)
