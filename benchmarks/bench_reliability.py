@@ -123,7 +123,9 @@ def _soak_section(s: dict[str, Any]) -> list[str]:
         "Policy: 30% of episodes played by the task's expert, the rest by schema-valid calls "
         "of a random tool with arguments drawn from the task's phrases and the observation; "
         "10% of all actions garbage (malformed JSON, unknown tools, wrong types, huge or "
-        "control-character strings, several calls, bytes, non-strings).",
+        "control-character strings, several calls, bytes, non-strings). Slots step "
+        "independently (`submit_steps`/`collect_steps`), so fast tasks play more episodes "
+        "than slow ones while, say, an OS command waits out its 30 s limit.",
         "",
         f"- Episodes: **{s['episodes']:,}** of {s['target_episodes']:,} targeted "
         f"({s['steps']:,} steps, {s['garbage_actions']:,} garbage actions) in "
