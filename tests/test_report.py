@@ -6,67 +6,13 @@ import json
 import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
+from handmade_runs import DB_ENTROPY, OS_ENTROPY, write_run
 
 from agentgym_eppo.trainer.report import diagnose_run
 from agentgym_eppo.trainer.run_files import read_evals, read_metrics
-
-# Ten steps of two tasks. os - db changes sign at steps 3, 5 and 9: three crossovers.
-# Late window = round(0.3 * 10) = 3 steps (8, 9, 10): os rises 0.25 into step 8, db 0.5 into 10.
-OS_ENTROPY = [2.0, 1.5, 0.5, 0.5, 1.5, 1.25, 1.0, 1.25, 0.5, 0.25]
-DB_ENTROPY = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.5]
-
-
-def task_entry(entropy: float, clip_eps: float, zscore: float | None, success: float) -> dict:
-    entry: dict[str, Any] = {
-        "entropy": entropy,
-        "entropy_ema": entropy,
-        "collapse_ratio": 1.0,
-        "clip_eps": clip_eps,
-        "clip_fraction": 0.05,
-        "success": success,
-        "reward": success,
-        "episode_length": 4.0,
-        "aborts": {"task_limit_reached": 1},
-        "tokens": 100,
-    }
-    if zscore is not None:
-        entry["zscore"] = zscore
-    return entry
-
-
-def write_run(run: Path, *, with_zscore: bool = True, steps: int = 10) -> Path:
-    """A finished run: metrics.jsonl with ``steps`` steps and three eval reports."""
-    run.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for t in range(1, steps + 1):
-        os_h, db_h = OS_ENTROPY[t - 1], DB_ENTROPY[t - 1]
-        sign = 1.0 if os_h > db_h else -1.0
-        record = {
-            "step": t,
-            "global": {"loss": 0.1, "kl": 0.0, "tokens": 200, "seconds": 1.5},
-            "tasks": {
-                "os": task_entry(os_h, 0.2 + 0.05 * sign, sign if with_zscore else None, 0.1 * t),
-                "db": task_entry(db_h, 0.2 - 0.05 * sign, -sign if with_zscore else None, 0.5),
-            },
-        }
-        lines.append(json.dumps(record))
-    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
-    for stage, success in (("before_sft", 0.0), ("after_sft", 0.25), ("after_rl", 0.5)):
-        report = {
-            "stage": stage,
-            "split": "dev",
-            "tasks": {
-                "os": {"success": success, "reward": success, "n": 4, "statuses": {}},
-                "db": {"success": success / 2, "reward": 0.0, "n": 4, "statuses": {}},
-            },
-            "mean_success": success * 0.75,
-        }
-        (run / f"eval_{stage}.json").write_text(json.dumps(report))
-    return run
 
 
 def test_diagnose_run_writes_summary_json_with_the_known_diagnostics(tmp_path: Path) -> None:
