@@ -105,6 +105,8 @@ def test_report_only_reads_finished_runs_and_marks_the_rest_missing(tmp_path: Pa
     for method, seed in [("grpo_tan", 0), ("eppo", 0)]:
         run = write_run(config.run_slot(method, seed))
         (run / FINISHED).write_text(json.dumps({"run_dir": str(run), "seconds": 1.0}))
+    sft = write_run(config.sft_slot)  # its eval_after_sft.json: os 0.25, db 0.125
+    (sft / FINISHED).write_text(json.dumps({"run_dir": str(sft), "checkpoint": "unused"}))
     (config.run_slot("eppo", 1)).mkdir(parents=True)
     (config.run_slot("eppo", 1) / "failed.txt").write_text("Traceback ...\nValueError: boom\n")
     assert is_finished(config, "eppo", 0) and not is_finished(config, "eppo", 1)

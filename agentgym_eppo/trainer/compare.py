@@ -41,6 +41,8 @@ from .report import diagnose_run
 from .run_files import eval_success, read_evals
 
 FINISHED = "finished.json"
+SFT_CHECKPOINT = "checkpoints/sft"
+"""Where the trainer saves the SFT model inside its run directory."""
 FAILED = "failed.txt"
 LOCK = "compare.lock"
 _METHOD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -69,6 +71,11 @@ class CompareConfig:
     @property
     def runs_dir(self) -> Path:
         return self.output_dir / "runs"
+
+    @property
+    def sft_slot(self) -> Path:
+        """The folder of the shared SFT run (when the config names no checkpoint)."""
+        return self.output_dir / "sft"
 
     def run_slot(self, method: str, seed: int) -> Path:
         """The folder of one (method, seed) run: the trainer's ``output_dir``."""
@@ -156,37 +163,42 @@ def _as_override_args(overrides: Mapping[str, Any]) -> list[str]:
 
 def _train(base_config: Path, overrides: Mapping[str, Any]) -> Path:
     """Build the trainer's config from the base YAML plus overrides and train; the run dir."""
-    from .config import load_train_config
-    from .run import run_training
+    from . import run_training
+    from .config import load_config
 
-    return Path(run_training(load_train_config(base_config, _as_override_args(overrides))))
+    return Path(run_training(load_config(base_config, _as_override_args(overrides))))
 
 
 def ensure_sft_checkpoint(config: CompareConfig) -> Path:
-    """The shared SFT checkpoint: the configured one, or one trained once into ``OUT/sft``."""
+    """The shared SFT checkpoint: the configured one, or one trained once into ``OUT/sft``.
+
+    The SFT run stops before RL (``rl.steps=0``) and evaluates only ``after_sft``: that
+    evaluation is the common starting point of every method, so the RL runs skip it.
+    """
     if config.sft_checkpoint is not None:
         if not config.sft_checkpoint.exists():
             raise FileNotFoundError(f"sft.checkpoint {config.sft_checkpoint} does not exist")
         return config.sft_checkpoint
-    slot = config.output_dir / "sft"
+    slot = config.sft_slot
     marker = slot / FINISHED
     if marker.is_file():
         return Path(json.loads(marker.read_text())["checkpoint"])
     _clear(slot)
     print(f"[compare] training the shared SFT checkpoint into {slot}", flush=True)
-    overrides = {**config.overrides, **config.sft_overrides, "output_dir": str(slot)}
+    overrides = {
+        **config.overrides,
+        "threads": config.torch_threads,
+        **config.sft_overrides,
+        "output_dir": str(slot),
+        "rl.steps": 0,
+        "eval.stages": ["after_sft"],
+    }
     run_dir = _train(config.base_config, overrides)
-    checkpoint = _sft_checkpoint_of(run_dir)
+    checkpoint = run_dir / SFT_CHECKPOINT
+    if not checkpoint.exists():
+        raise FileNotFoundError(f"the SFT run left no checkpoint at {checkpoint}")
     marker.write_text(json.dumps({"run_dir": str(run_dir), "checkpoint": str(checkpoint)}))
     return checkpoint
-
-
-def _sft_checkpoint_of(run_dir: Path) -> Path:
-    """Where an SFT-only run left its model (the trainer's ``checkpoints/`` layout)."""
-    candidates = sorted((run_dir / "checkpoints").glob("*"))
-    if not candidates:
-        raise FileNotFoundError(f"{run_dir}/checkpoints holds no checkpoint after the SFT run")
-    return candidates[-1]
 
 
 def _clear(slot: Path) -> None:
@@ -197,15 +209,20 @@ def _clear(slot: Path) -> None:
 
 
 def run_one(config: CompareConfig, method: str, seed: int, sft_checkpoint: Path) -> Path:
-    """Train one (method, seed) run from the shared checkpoint, diagnose it, mark it finished."""
+    """Train one (method, seed) run from the shared checkpoint, diagnose it, mark it finished.
+
+    Only ``after_rl`` is evaluated: the start (``after_sft``) is the shared checkpoint's.
+    """
     slot = config.run_slot(method, seed)
     _clear(slot)
     overrides = {
         **config.overrides,
+        "threads": config.torch_threads,
         **config.methods[method],
         "seed": seed,
         "output_dir": str(slot),
         "init_checkpoint": str(sft_checkpoint),
+        "eval.stages": ["after_rl"],
     }
     started = time.monotonic()
     run_dir = _train(config.base_config, overrides)
@@ -245,19 +262,23 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _start_success(config: CompareConfig) -> dict[str, float] | None:
+    """Dev success of the shared SFT checkpoint, when the SFT run was made here."""
+    marker = config.sft_slot / FINISHED
+    if not marker.is_file():
+        return None
+    evals = read_evals(Path(json.loads(marker.read_text())["run_dir"]))
+    return eval_success(evals["after_sft"]) if "after_sft" in evals else None
+
+
 def write_report(config: CompareConfig) -> Path:
     """Rebuild ``OUT/report.md`` from every finished run (and list the failed ones)."""
     results: dict[str, list[SeedResult]] = {method: [] for method in config.methods}
     failures: dict[str, str] = {}
-    start_success: dict[str, float] | None = None
     for method, seed in planned_runs(config):
         slot = config.run_slot(method, seed)
         if is_finished(config, method, seed):
-            run_dir = _finished_run_dir(config, method, seed)
-            results[method].append(collect_seed(seed, run_dir))
-            evals = read_evals(run_dir)
-            if start_success is None and "after_sft" in evals:
-                start_success = eval_success(evals["after_sft"])
+            results[method].append(collect_seed(seed, _finished_run_dir(config, method, seed)))
         elif (slot / FAILED).is_file():
             failures[f"{method}/seed{seed}"] = (slot / FAILED).read_text().strip().splitlines()[-1]
     for seeds in results.values():
@@ -266,7 +287,7 @@ def write_report(config: CompareConfig) -> Path:
         config.output_dir,
         results,
         planned_seeds=config.seeds,
-        start_success=start_success,
+        start_success=_start_success(config),
         failures=failures,
     )
 
