@@ -148,3 +148,12 @@ def test_eval_reports_come_in_training_order(tmp_path: Path) -> None:
     (run / "eval_after_rl.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match=r"eval_after_rl\.json: expected an object with a 'tasks'"):
         read_evals(run)
+
+
+def test_an_sft_only_run_without_metrics_gets_its_eval_table(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    (run / "metrics.jsonl").unlink()
+    (run / "eval_after_rl.json").unlink()
+    text = diagnose_run(run).read_text()
+    assert "RL steps: 0; tasks: none." in text
+    assert "| after_sft | 0.250 | 0.125 | 0.188 |" in text

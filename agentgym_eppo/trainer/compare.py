@@ -6,10 +6,12 @@ shared SFT checkpoint (trained once here unless the config names one), so method
 only in what they are meant to differ in. For each method and seed, in order:
 
 1. skip the run if ``OUT/runs/<method>/seed<k>/finished.json`` exists (resumable: kill the
-   process at any time and start it again; an unfinished run is started afresh);
-2. otherwise ``run_training(config)`` with ``seed=k``, ``output_dir=OUT/runs/<method>/seed<k>``;
-3. ``diagnose_run`` on the finished run, then rewrite ``OUT/report.md`` (so a partial
-   comparison can be read at any time; the report counts finished runs and says PARTIAL).
+   process at any time and start it again);
+2. otherwise ``run_training(config)`` with ``seed=k``, ``output_dir=OUT/runs/<method>/seed<k>``
+   and ``resume=true``, so an interrupted run continues from its last RL checkpoint
+   (the trainer writes the run's own diagnostics and plots);
+3. rewrite ``OUT/report.md`` (so a partial comparison can be read at any time; the report
+   counts finished runs and says PARTIAL).
 
 A failing run is recorded in ``OUT/runs/<method>/seed<k>/failed.txt`` and in the report,
 and the comparison goes on with the next one. ``OUT/compare.lock`` keeps two comparisons
@@ -37,7 +39,6 @@ from typing import Any
 import yaml
 
 from .compare_report import SeedResult, collect_seed, write_compare_report
-from .report import diagnose_run
 from .run_files import eval_success, read_evals
 
 FINISHED = "finished.json"
@@ -202,19 +203,22 @@ def ensure_sft_checkpoint(config: CompareConfig) -> Path:
 
 
 def _clear(slot: Path) -> None:
-    """Remove what an interrupted run left, so the rerun starts clean (only our own folders)."""
+    """Remove what an interrupted SFT run left (it cannot resume); only our own folder."""
     if slot.exists():
-        print(f"[compare] removing the unfinished run in {slot}", flush=True)
+        print(f"[compare] removing the unfinished SFT run in {slot}", flush=True)
         shutil.rmtree(slot)
 
 
 def run_one(config: CompareConfig, method: str, seed: int, sft_checkpoint: Path) -> Path:
-    """Train one (method, seed) run from the shared checkpoint, diagnose it, mark it finished.
+    """Train one (method, seed) run from the shared checkpoint and mark it finished.
 
-    Only ``after_rl`` is evaluated: the start (``after_sft``) is the shared checkpoint's.
+    The trainer is asked to ``resume``: a run interrupted after an RL checkpoint continues
+    exactly from it, one interrupted earlier starts afresh. Only ``after_rl`` is evaluated
+    (the start, ``after_sft``, is the shared checkpoint's); the trainer writes the run's
+    diagnostics and plots itself.
     """
     slot = config.run_slot(method, seed)
-    _clear(slot)
+    (slot / FAILED).unlink(missing_ok=True)
     overrides = {
         **config.overrides,
         "threads": config.torch_threads,
@@ -222,11 +226,11 @@ def run_one(config: CompareConfig, method: str, seed: int, sft_checkpoint: Path)
         "seed": seed,
         "output_dir": str(slot),
         "init_checkpoint": str(sft_checkpoint),
+        "resume": True,
         "eval.stages": ["after_rl"],
     }
     started = time.monotonic()
     run_dir = _train(config.base_config, overrides)
-    diagnose_run(run_dir)
     (slot / FINISHED).write_text(
         json.dumps({"run_dir": str(run_dir), "seconds": round(time.monotonic() - started, 1)})
     )

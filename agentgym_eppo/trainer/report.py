@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .diagnostics import LATE_TAIL, EntropyDiagnostics, diagnose_curves, late_window
-from .run_files import RunMetrics, eval_success, read_evals, read_metrics
+from .run_files import METRICS_FILE, RunMetrics, eval_success, read_evals, read_metrics
 from .run_plots import ordered_tasks, plot_eval_success, plot_task_series
 
 SUMMARY_MD = "diagnostics.md"
@@ -48,15 +48,19 @@ def run_diagnostics(metrics: RunMetrics) -> EntropyDiagnostics:
 def diagnose_run(run_dir: str | Path) -> Path:
     """Write the plots, ``diagnostics.json`` and ``diagnostics.md`` of a run; return the ``.md``.
 
-    Raises ``FileNotFoundError`` if ``run_dir`` holds no ``metrics.jsonl`` and ``ValueError``
-    (naming file and line) for a malformed record. A run with no RL step yet still gets its
-    eval table; the diagnostics then read "n/a".
+    A run with no RL step (no ``metrics.jsonl`` yet, or ``rl.steps=0``) still gets its eval
+    table; the diagnostics then read "n/a". Raises ``FileNotFoundError`` when ``run_dir``
+    holds neither ``metrics.jsonl`` nor any ``eval_*.json``, and ``ValueError`` (naming file
+    and line) for a malformed record.
     """
     run = Path(run_dir)
     if not run.is_dir():
         raise FileNotFoundError(f"{run} is not a directory; pass a run directory")
-    metrics = read_metrics(run)
     evals = {stage: eval_success(report) for stage, report in read_evals(run).items()}
+    if (run / METRICS_FILE).is_file() or not evals:
+        metrics = read_metrics(run)
+    else:
+        metrics = RunMetrics(steps=np.empty(0, dtype=np.int64), records=())
     diagnostics = run_diagnostics(metrics) if metrics.num_steps else None
 
     plots = _write_plots(run / PLOTS_DIR, metrics, evals)
