@@ -164,8 +164,8 @@ def _as_override_args(overrides: Mapping[str, Any]) -> list[str]:
 
 def _train(base_config: Path, overrides: Mapping[str, Any]) -> Path:
     """Build the trainer's config from the base YAML plus overrides and train; the run dir."""
-    from . import run_training
     from .config import load_config
+    from .run import run_training
 
     return Path(run_training(load_config(base_config, _as_override_args(overrides))))
 

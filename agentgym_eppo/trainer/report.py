@@ -165,7 +165,8 @@ def _markdown(
             "|---|---:|---|",
             f"| crossover count (pairwise sign flips) | {diagnostics.crossover_count} | lower |",
             f"| trend R² vs log t (mean over tasks) | {_fmt(diagnostics.trend_r2)} | higher |",
-            f"| late spike amplitude (max over tasks, last {window} steps) | "
+            f"| late spike amplitude (max over tasks, last {window} step"
+            f"{'' if window == 1 else 's'}) | "
             f"{_fmt(diagnostics.late_spike_max, 4)} | lower |",
             "",
             _per_task_table(metrics, diagnostics, tasks, window),
