@@ -98,6 +98,14 @@ def test_overrides_become_the_trainers_key_value_arguments() -> None:
     assert _as_override_args(
         {"clip.policy": "eppo", "rl.steps": 2, "clip.eppo.taskwise": False, "lr": 1e-05}
     ) == ["clip.policy=eppo", "rl.steps=2", "clip.eppo.taskwise=false", "lr=1.0e-05"]
+    assert _as_override_args(
+        {"output_dir": "runs/a: b", "seed": "7", "tasks": {"db": 8}, "eval.stages": ["after_rl"]}
+    ) == ["output_dir='runs/a: b'", "seed='7'", "tasks={db: 8}", "eval.stages=[after_rl]"]
+    parsed = {}
+    for arg in _as_override_args({"output_dir": "runs/a: b", "seed": "7"}):
+        key, raw = arg.split("=", 1)
+        parsed[key] = yaml.safe_load(raw)
+    assert parsed == {"output_dir": "runs/a: b", "seed": "7"}  # strings stay strings
 
 
 def test_report_only_reads_finished_runs_and_marks_the_rest_missing(tmp_path: Path) -> None:

@@ -157,8 +157,8 @@ def _as_override_args(overrides: Mapping[str, Any]) -> list[str]:
     """``{"rl.steps": 4}`` -> ``["rl.steps=4"]``: the trainer's ``key=value`` form (YAML values)."""
     args = []
     for key, value in overrides.items():
-        text = value if isinstance(value, str) else yaml.safe_dump(value, default_flow_style=True)
-        args.append(f"{key}={text.strip().removesuffix('...').strip()}")
+        text = yaml.safe_dump(value, default_flow_style=True).strip()
+        args.append(f"{key}={text.removesuffix('...').strip()}")
     return args
 
 
