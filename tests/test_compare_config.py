@@ -99,8 +99,13 @@ def test_overrides_become_the_trainers_key_value_arguments() -> None:
         {"clip.policy": "eppo", "rl.steps": 2, "clip.eppo.taskwise": False, "lr": 1e-05}
     ) == ["clip.policy=eppo", "rl.steps=2", "clip.eppo.taskwise=false", "lr=1.0e-05"]
     assert _as_override_args(
-        {"output_dir": "runs/a: b", "seed": "7", "tasks": {"db": 8}, "eval.stages": ["after_rl"]}
-    ) == ["output_dir='runs/a: b'", "seed='7'", "tasks={db: 8}", "eval.stages=[after_rl]"]
+        {
+            "output_dir": "runs/a: b",
+            "seed": "7",
+            "tasks": {"kg": 4, "db": 8},
+            "eval.stages": ["after_rl"],
+        }
+    ) == ["output_dir='runs/a: b'", "seed='7'", "tasks={kg: 4, db: 8}", "eval.stages=[after_rl]"]
     parsed = {}
     for arg in _as_override_args({"output_dir": "runs/a: b", "seed": "7"}):
         key, raw = arg.split("=", 1)

@@ -157,7 +157,7 @@ def _as_override_args(overrides: Mapping[str, Any]) -> list[str]:
     """``{"rl.steps": 4}`` -> ``["rl.steps=4"]``: the trainer's ``key=value`` form (YAML values)."""
     args = []
     for key, value in overrides.items():
-        text = yaml.safe_dump(value, default_flow_style=True).strip()
+        text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False).strip()
         args.append(f"{key}={text.removesuffix('...').strip()}")
     return args
 
