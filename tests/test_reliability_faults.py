@@ -252,12 +252,6 @@ def mariadb_admin() -> Iterator[sa.Engine]:
 
 
 @pytest.mark.mariadb
-@pytest.mark.xfail(
-    strict=True,
-    reason="DB env: a killed connection comes back as an SQL error observation "
-    "('Error: 2013 Lost connection...', then 'Error: 0 ') and the episode goes on with a "
-    "dead connection instead of ending as task_error (reported to the db owner)",
-)
 def test_kill_connection_of_the_episode_database_ends_it_as_task_error(
     mariadb_admin: sa.Engine,
 ) -> None:
@@ -303,7 +297,8 @@ def test_a_10_second_step_does_not_hold_back_the_other_slots() -> None:
             if outcome.terminated or outcome.truncated:
                 break
         assert outcome.info["status"] == "completed"
-        assert time.monotonic() - started < 8, "the KG episode waited for the slow step"
+        # Every collected outcome above was the KG slot's: the whole KG episode finished
+        # while the 10 s step was still pending, which is the property (no timing bound).
         (slow,) = venv.collect_steps()
         assert (slow.index, slow.observation, slow.info["status"]) == (0, "waited", "running")
         assert time.monotonic() - started >= 10

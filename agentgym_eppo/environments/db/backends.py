@@ -48,6 +48,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.pool import NullPool
 
+from agentgym_eppo.core import TaskFailure
+
 from .dialect import MultipleStatementsError, translate
 from .evaluation import display_value
 from .tasks import TableSpec
@@ -59,6 +61,7 @@ DEFAULT_STATEMENT_TIMEOUT = 60.0
 LEFTOVER_GRACE_SECONDS = 120.0
 _FETCH_BATCH = 64
 _WATCHDOG_GRACE = 1.0
+_MYSQL_CONNECTION_LOST = (2006, 2013)  # "server has gone away", "lost connection during query"
 _TIMEOUT_MESSAGE = "Error: SQL execution timed out after {:g} s."
 _NAME_PATTERN = re.compile(rf"^{EPISODE_PREFIX}(\d+)_[0-9a-f]+$")
 
@@ -567,6 +570,8 @@ class MySQLEpisode(EpisodeDatabase):
             if watchdog.fired or code in (1969, 3024):
                 return QueryResult(_TIMEOUT_MESSAGE.format(timeout), error=True)
             message = error.args[1] if len(error.args) > 1 else str(error)
+            if code in _MYSQL_CONNECTION_LOST or not self.connection.open:
+                raise TaskFailure(f"the database connection was lost: {code} {message}") from error
             return QueryResult(self._stable(f"Error: {code} {message}"), error=True)
         except (UnicodeError, ValueError) as error:  # text the driver cannot send
             return QueryResult(f"Error: {error}", error=True)
@@ -695,6 +700,8 @@ class PostgresEpisode(EpisodeDatabase):
             if watchdog.fired or getattr(error, "sqlstate", None) == "57014":
                 return QueryResult(_TIMEOUT_MESSAGE.format(timeout), error=True)
             message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            if self.connection.closed:
+                raise TaskFailure(f"the database connection was lost: {message}") from error
             return QueryResult(self._stable(f"Error: {message}"), error=True)
         except (UnicodeError, ValueError) as error:  # text the driver cannot send
             return QueryResult(f"Error: {error}", error=True)
