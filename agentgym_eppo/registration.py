@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-ENVIRONMENTS: dict[str, tuple[str, str]] = {}
+ENVIRONMENTS: dict[str, tuple[str, str]] = {
+    "alfworld": ("AgentBench-ALFWorld-v0", "agentgym_eppo.environments.alfworld.env:ALFWorldEnv"),
+}
 """``info["task_id"]`` -> (Gymnasium id, entry point ``module:Class``)."""
 
 
