@@ -120,3 +120,20 @@ def test_gym_make_and_check_env_pass() -> None:
     assert env.unwrapped.num_tasks == 60
     check_env(env.unwrapped, skip_render_check=True)
     env.close()
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.mark.slow
+def test_memory_stays_flat_while_games_are_evicted_and_reloaded() -> None:
+    env = ALFWorldEnv(split="dev", max_cached_games=2)
+    for episode in range(80):
+        env.reset(options={"index": episode % 3})  # 3 games through a 2-game cache: all reload
+        env.step(act("inventory" if episode % 2 else "look"))
+        if episode == 19:
+            warmed_up = _rss_mib()
+    growth = _rss_mib() - warmed_up
+    assert growth < 20, f"RSS grew {growth:.1f} MiB over 60 episodes"
