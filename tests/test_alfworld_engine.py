@@ -100,3 +100,11 @@ def test_importing_the_env_without_alfworld_names_the_extra() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert "pip install agentgym-eppo[alfworld]" in result.stdout
+
+
+def test_closed_engine_refuses_calls_and_closes_once() -> None:
+    engine = ALFWorldEngine()
+    engine.close()
+    engine.close()
+    with pytest.raises(RuntimeError, match="engine is closed"):
+        engine.reset()

@@ -216,9 +216,7 @@ def _engine_patches(caches: EngineCaches | None) -> Iterator[None]:
         if caches is not None:
             pddl_textgen._parse_and_convert = _memoized_template_parser(caches.templates)
             pddl_logic._parse_and_convert = _memoized_logic_parser(caches.logics)
-            Rule.parse_conjunctive_query = classmethod(
-                _memoized_query_parser(caches.queries)
-            )
+            Rule.parse_conjunctive_query = classmethod(_memoized_query_parser(caches.queries))
             pddl_textgen.copy_context = _shallow_copy_context
         try:
             yield
@@ -267,11 +265,14 @@ class ALFWorldEngine:
         self.caches: EngineCaches | None = (caches or EngineCaches()) if memoize else None
         infos = textworld.EnvInfos(admissible_commands=True, won=True, facts=True, feedback=True)
         with _engine_patches(self.caches):
-            self._env = AlfredDemangler(PddlEnv(infos), shuffle=False)
+            self._pddl = PddlEnv(infos)
+            self._env = AlfredDemangler(self._pddl, shuffle=False)
         self._loaded: Mapping[str, Any] | None = None
+        self._closed = False
 
     def load(self, game: Mapping[str, Any]) -> None:
         """Load a game (the JSON of a ``game.tw-pddl``); a no-op if it is already loaded."""
+        self._check_open()
         if self._loaded is game:
             return
         with _engine_patches(self.caches):
@@ -280,6 +281,7 @@ class ALFWorldEngine:
 
     def reset(self) -> GameState:
         """Start the loaded game from its initial state."""
+        self._check_open()
         if self._loaded is None:
             raise RuntimeError("no game loaded: call load() first")
         with _engine_patches(self.caches):
@@ -287,6 +289,7 @@ class ALFWorldEngine:
 
     def step(self, command: str) -> GameState:
         """Apply one command; one that is not admissible answers "Nothing happens."."""
+        self._check_open()
         if self._loaded is None:
             raise RuntimeError("no game loaded: call load() first")
         with _engine_patches(self.caches):
@@ -301,8 +304,15 @@ class ALFWorldEngine:
         return states
 
     def close(self) -> None:
-        self._env.close()
-        self._loaded = None
+        """Unload Fast Downward's library copy (each engine dlopens its own); idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._loaded = None
+            fast_downward.close_lib(self._pddl.downward_lib)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the ALFWorld engine is closed")
 
 
 def _game_state(state: Any) -> GameState:

@@ -19,7 +19,7 @@ the object and never finishes a pick-two task.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from .engine import ALFWorldEngine, GameState
@@ -111,8 +111,3 @@ def solve(
             return commands
         expert.observe(state, command)
     return None
-
-
-def replay(engine: ALFWorldEngine, game: Mapping[str, Any], commands: Sequence[str]) -> bool:
-    """Whether ``commands`` win ``game`` (the shipped walkthrough check)."""
-    return engine.play(game, commands)[-1].won

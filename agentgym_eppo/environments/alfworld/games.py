@@ -342,7 +342,7 @@ def game_data(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def draft_games(split: str, count: int, seed: int) -> Iterator[dict[str, Any]]:
+def draft_games(split: str, seed: int) -> Iterator[dict[str, Any]]:
     """Unverified game rows, task types in turn, forever (the caller keeps ``count``)."""
     rng = random.Random(seed)
     number = 0
@@ -384,7 +384,7 @@ def generate_split(
     kept: list[dict[str, Any]] = []
     per_type = {task_type: 0 for task_type in TASK_TYPES}
     quota = -(-count // len(TASK_TYPES))
-    for row in draft_games(split, count, seed):
+    for row in draft_games(split, seed):
         if per_type[row["task_type"]] >= quota:
             continue
         walkthrough = solve(engine, game_data(row), row, max_steps=max_expert_steps)
