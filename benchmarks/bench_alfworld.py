@@ -3,8 +3,9 @@
 Measures, in one run: resets per second (a game not seen before, and the same game
 again), steps per second (random admissible commands), and resident memory over 500
 of our episodes. The stock side is ``AlfredTWEnv.init_env(batch_size=1)`` as AgentBench
-builds it (TextWorld's gym wrapper, its game in a worker process), over the same dev
-games written out in ALFWorld's layout; its memory is that worker's.
+builds it (TextWorld's gym wrapper; with ``batch_size=1`` the game runs in-process),
+over the same dev games written out in ALFWorld's layout; its memory is measured in a
+fresh process of its own.
 
 Writes ``benchmarks/results/alfworld.md``.
 """
@@ -12,6 +13,7 @@ Writes ``benchmarks/results/alfworld.md``.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import platform
 import random
@@ -29,10 +31,10 @@ from agentgym_eppo.environments.alfworld.games import game_data
 from agentgym_eppo.environments.alfworld.tasks import load_task_set
 
 RESULTS = Path(__file__).resolve().parent / "results" / "alfworld.md"
-GAMES = 12
-STEPS = 120
+GAMES = 6
+STEPS = 60
 RSS_EPISODES = 500
-STOCK_RSS_EPISODES = 30
+STOCK_RSS_EPISODES = 20
 
 
 def _rss_mb(process: psutil.Process) -> float:
@@ -106,7 +108,8 @@ def _write_alfworld_layout(root: Path) -> list[str]:
     return files
 
 
-def bench_stock(rng: random.Random, root: Path) -> dict[str, Any]:
+def _stock_env(root: Path) -> Any:
+    """``AlfredTWEnv(...).init_env(batch_size=1)`` as AgentBench builds it (in-process)."""
     from alfworld.agents.environment.alfred_tw_env import AlfredTWEnv
 
     config = {
@@ -128,8 +131,11 @@ def bench_stock(rng: random.Random, root: Path) -> dict[str, Any]:
     }
     alfred = AlfredTWEnv(config, train_eval="eval_out_of_distribution")
     alfred.game_files = sorted(alfred.game_files)
-    env = alfred.init_env(batch_size=1)
-    me = psutil.Process()
+    return alfred.init_env(batch_size=1)
+
+
+def bench_stock(rng: random.Random, root: Path) -> dict[str, float]:
+    env = _stock_env(root)
     started = time.perf_counter()
     for _ in range(GAMES):
         _, infos = env.reset()
@@ -140,15 +146,33 @@ def bench_stock(rng: random.Random, root: Path) -> dict[str, Any]:
         began = time.perf_counter()
         _, _, _, infos = env.step([command])
         step_times.append(time.perf_counter() - began)
-    workers = me.children(recursive=True)
-    rss = [(0, sum(_rss_mb(p) for p in workers))]
+    env.close()
+    return {"reset_s": reset_s, "step_s": statistics.median(step_times)}
+
+
+def _stock_rss(root: str, results: Any) -> None:
+    """In a fresh process: RSS over STOCK_RSS_EPISODES stock episodes (reset + 1 command)."""
+    rng = random.Random(0)
+    env = _stock_env(Path(root))
+    me = psutil.Process()
+    samples = [(0, _rss_mb(me))]
     for episode in range(1, STOCK_RSS_EPISODES + 1):
         _, infos = env.reset()
-        _, _, _, infos = env.step([rng.choice(infos["admissible_commands"][0])])
+        env.step([rng.choice(infos["admissible_commands"][0])])
         if episode % 10 == 0:
-            rss.append((episode, sum(_rss_mb(p) for p in me.children(recursive=True))))
+            samples.append((episode, _rss_mb(me)))
     env.close()
-    return {"reset_s": reset_s, "step_s": statistics.median(step_times), "rss": rss}
+    results.put(samples)
+
+
+def rss_stock(root: Path) -> list[tuple[int, float]]:
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    worker = context.Process(target=_stock_rss, args=(str(root), results))
+    worker.start()
+    samples: list[tuple[int, float]] = results.get()
+    worker.join()
+    return samples
 
 
 def main() -> None:
@@ -158,6 +182,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         _write_alfworld_layout(Path(tmp))
         stock = bench_stock(random.Random(0), Path(tmp))
+        stock_rss = rss_stock(Path(tmp))
     lines = [
         "# ALFWorld: agentgym-eppo vs stock AlfredTWEnv",
         "",
@@ -184,12 +209,12 @@ def main() -> None:
         "|---" * (len(rss) + 1) + "|",
         "| RSS (MiB) | " + " | ".join(f"{m:.0f}" for _, m in rss) + " |",
         "",
-        f"Stock AlfredTWEnv worker process over {STOCK_RSS_EPISODES} episodes (fewer: each "
-        "reset costs it a full game load):",
+        f"Stock AlfredTWEnv (in-process with batch_size=1), in a fresh process, over "
+        f"{STOCK_RSS_EPISODES} episodes (fewer: each reset costs it a full game load):",
         "",
-        "| episodes | " + " | ".join(str(e) for e, _ in stock["rss"]) + " |",
-        "|---" * (len(stock["rss"]) + 1) + "|",
-        "| RSS (MiB) | " + " | ".join(f"{m:.0f}" for _, m in stock["rss"]) + " |",
+        "| episodes | " + " | ".join(str(e) for e, _ in stock_rss) + " |",
+        "|---" * (len(stock_rss) + 1) + "|",
+        "| RSS (MiB) | " + " | ".join(f"{m:.0f}" for _, m in stock_rss) + " |",
         "",
     ]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
