@@ -13,6 +13,7 @@ ENVIRONMENTS: dict[str, tuple[str, str]] = {
     "os": ("AgentBench-OS-v0", "agentgym_eppo.environments.os.env:OSEnv"),
     "db": ("AgentBench-DB-v0", "agentgym_eppo.environments.db.env:DBEnv"),
     "kg": ("AgentBench-KG-v0", "agentgym_eppo.environments.kg.env:KGEnv"),
+    "alfworld": ("AgentBench-ALFWorld-v0", "agentgym_eppo.environments.alfworld.env:ALFWorldEnv"),
     "webshop": ("AgentBench-WebShop-v0", "agentgym_eppo.environments.webshop.env:WebShopEnv"),
 }
 """``info["task_id"]`` -> (Gymnasium id, entry point ``module:Class``)."""

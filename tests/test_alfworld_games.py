@@ -1,0 +1,80 @@
+"""The shipped games: sizes, task types, realistic rooms, and every one won by the expert."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+
+import pytest
+
+from agentgym_eppo.environments.alfworld.engine import ALFWorldEngine
+from agentgym_eppo.environments.alfworld.expert import solve
+from agentgym_eppo.environments.alfworld.games import (
+    DEFAULT_MAX_EXPERT_STEPS,
+    SPLIT_SIZES,
+    TASK_TYPES,
+    build_room,
+    draft_games,
+    game_data,
+)
+from agentgym_eppo.environments.alfworld.rooms import MAX_RECEPTACLES, MIN_RECEPTACLES, ROOM_KINDS
+from agentgym_eppo.environments.alfworld.tasks import load_task_set
+
+pytestmark = pytest.mark.alfworld
+
+
+@pytest.mark.parametrize("split", list(SPLIT_SIZES))
+def test_shipped_split_has_its_size_and_all_six_task_types(split: str) -> None:
+    records = list(load_task_set(None, split))
+    assert len(records) == SPLIT_SIZES[split]
+    counts = Counter(record.task_type for record in records)
+    assert set(counts) == set(TASK_TYPES)
+    assert max(counts.values()) - min(counts.values()) <= 1
+    assert all(record.row["solvable"] and record.row["walkthrough"] for record in records)
+
+
+def test_splits_share_no_game() -> None:
+    problems = {
+        split: {re.sub(r"plan_\w+", "", r.row["pddl_problem"]) for r in load_task_set(None, split)}
+        for split in SPLIT_SIZES
+    }
+    assert not problems["train"] & problems["dev"]
+    assert not problems["train"] & problems["test"]
+    assert not problems["dev"] & problems["test"]
+
+
+def test_shipped_rooms_hold_twenty_to_forty_receptacles() -> None:
+    for split in SPLIT_SIZES:
+        for record in load_task_set(None, split):
+            receptacles = record.row["pddl_problem"].count(" - receptacle\n")
+            assert MIN_RECEPTACLES <= receptacles <= MAX_RECEPTACLES, record.sample_id
+
+
+def test_rooms_and_drafts_are_deterministic_in_the_seed() -> None:
+    for kind in ROOM_KINDS.values():
+        first, second = build_room(random.Random(7), kind), build_room(random.Random(7), kind)
+        assert first == second
+    drafts = [draft_games("dev", 11) for _ in range(2)]
+    assert [next(drafts[0]) for _ in range(4)] == [next(drafts[1]) for _ in range(4)]
+
+
+def test_game_names_use_alfreds_mangled_ids_that_demangle_to_numbered_names() -> None:
+    record = load_task_set(None, "dev")[0]
+    assert re.search(
+        r"\n[A-Z][A-Za-z]+_bar__(plus|minus)_\d\d_dot_\d\d_bar_", record.row["pddl_problem"]
+    )
+    state = ALFWorldEngine().play(game_data(record.row), [])[0]
+    assert re.search(r"you see a [a-z]+ \d+, ", state.feedback)
+    assert re.search(r"\ba [a-z]+ 1\b", state.feedback)
+
+
+@pytest.mark.slow
+def test_every_shipped_game_is_won_by_the_handcoded_expert_within_the_turn_limit() -> None:
+    engine = ALFWorldEngine()
+    for split in SPLIT_SIZES:
+        for record in load_task_set(None, split):
+            commands = solve(
+                engine, game_data(record.row), record.row, max_steps=DEFAULT_MAX_EXPERT_STEPS
+            )
+            assert commands == record.row["walkthrough"], record.sample_id
