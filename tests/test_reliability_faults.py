@@ -179,13 +179,6 @@ def test_disk_full_in_the_sandbox_is_an_observation_and_harms_no_other_episode(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="closing the vector env while an OS command runs past the worker's 10 s graceful "
-    "stop kills the worker; the sandbox processes die with it, but the episode's and the "
-    "prestarted sandbox's cgroup directories stay until the next OS env start removes them "
-    "(reported to the os and vector owners)",
-)
 def test_closing_the_vector_env_mid_command_leaves_no_sandbox_cgroup() -> None:
     _needs("agentgym_eppo.environments.os.env", "os")
     from agentgym_eppo.environments.os.cgroups import CGROUP_ROOT, GROUP_PREFIX

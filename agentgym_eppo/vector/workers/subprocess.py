@@ -25,12 +25,16 @@ from .base import Event, WorkerError, WorkerLost, WorkerPool
 
 _START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 10.0
+_TERMINATE_TIMEOUT_S = 10.0
 
 
 def _worker_main(conn: Connection, specs: Mapping[int, EnvSpec], temp_dir: str) -> None:
     """The worker loop: build the envs, then answer requests until told to stop."""
     os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
+    # A graceful close that outlasts its wait sends SIGTERM: unwind a step that is still
+    # running so that ``host.close()`` below releases sandboxes, cgroups and databases.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         host = EnvHost(specs, temp_dir=temp_dir)
         ready = Reply(
@@ -156,6 +160,9 @@ class SubprocessPool(WorkerPool):
         if process is not None:
             if graceful:
                 process.join(_STOP_TIMEOUT_S)
+                if process.is_alive():
+                    process.terminate()
+                    process.join(_TERMINATE_TIMEOUT_S)
             if process.is_alive():
                 process.kill()
                 process.join(_STOP_TIMEOUT_S)
@@ -234,6 +241,10 @@ def _death_reason(exitcode: int | None) -> str:
         except ValueError:
             return f"worker killed by signal {-exitcode}"
     return f"worker exited with code {exitcode}"
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _kill_process_group(pid: int | None) -> None:
