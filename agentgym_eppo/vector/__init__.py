@@ -1,1 +1,17 @@
-"""MultiTaskVectorEnv and its worker back-ends."""
+"""MultiTaskVectorEnv and its worker back-ends (serial, subprocess, Ray)."""
+
+from .env import MultiTaskVectorEnv
+from .host import EnvSpec
+from .outcome import StepOutcome
+from .sampling import InstanceStream, interleaved_schedule
+from .workers import BACKENDS, WorkerError
+
+__all__ = [
+    "BACKENDS",
+    "EnvSpec",
+    "InstanceStream",
+    "MultiTaskVectorEnv",
+    "StepOutcome",
+    "WorkerError",
+    "interleaved_schedule",
+]

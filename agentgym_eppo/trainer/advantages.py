@@ -1,0 +1,97 @@
+"""Episode advantages: GRPO (eq. 2), RLOO, and AgentRL's task advantage normalization (eq. 4).
+
+A multi-turn episode earns one scalar reward; every token the model generated in it
+shares the episode's advantage. Groups are the G rollouts of one task instance
+(``info["group"]`` of the vector env), identified here by any hashable key.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+
+import torch
+
+GRPO_EPS = 1e-6  # ε of eq. 2
+TASK_NORM_EPS = 1e-6  # ε of eq. 4 (AgentRL's value)
+
+
+def _members(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
+    members: dict[Hashable, list[int]] = defaultdict(list)
+    for index, key in enumerate(keys):
+        members[key].append(index)
+    return members
+
+
+def grpo_advantages(
+    rewards: torch.Tensor, groups: Sequence[Hashable], eps: float = GRPO_EPS
+) -> torch.Tensor:
+    """Eq. 2: ``(r - mean_group) / (std_group + eps)``, std over the group with 1/G (ddof 0).
+
+    A group whose rewards are all equal gets advantage 0 for every member.
+    """
+    _check(rewards, groups)
+    advantages = torch.zeros_like(rewards, dtype=torch.float64)
+    for indices in _members(groups).values():
+        group_rewards = rewards[indices].double()
+        mean = group_rewards.mean()
+        std = group_rewards.std(unbiased=False)
+        advantages[indices] = (group_rewards - mean) / (std + eps)
+    return advantages.to(torch.float32)
+
+
+def rloo_advantages(rewards: torch.Tensor, groups: Sequence[Hashable]) -> torch.Tensor:
+    """REINFORCE leave-one-out (Ahmadian et al., 2024): ``r_g - mean_{j != g} r_j``.
+
+    Equal to ``G / (G - 1) * (r_g - mean_group)``; a group of one has no baseline and
+    gets advantage 0.
+    """
+    _check(rewards, groups)
+    advantages = torch.zeros_like(rewards, dtype=torch.float64)
+    for indices in _members(groups).values():
+        size = len(indices)
+        if size < 2:
+            continue
+        group_rewards = rewards[indices].double()
+        others_mean = (group_rewards.sum() - group_rewards) / (size - 1)
+        advantages[indices] = group_rewards - others_mean
+    return advantages.to(torch.float32)
+
+
+def normalize_by_task(
+    advantages: torch.Tensor,
+    tasks: Sequence[str],
+    token_counts: torch.Tensor,
+    eps: float = TASK_NORM_EPS,
+) -> torch.Tensor:
+    """Eq. 4 (AgentRL): standardise each task's token-level advantages in the batch.
+
+    Every loss token of episode ``k`` carries ``advantages[k]``, so a task's token
+    mean and (population) std weight each episode by its ``token_counts[k]``. Returns
+    the normalized per-episode advantages; episodes with no loss token keep 0.
+    """
+    _check(advantages, tasks)
+    if token_counts.shape != advantages.shape:
+        raise ValueError(
+            f"token_counts must have one count per episode: shape {tuple(advantages.shape)}, "
+            f"got {tuple(token_counts.shape)}"
+        )
+    normalized = torch.zeros_like(advantages, dtype=torch.float64)
+    for indices in _members(tasks).values():
+        weights = token_counts[indices].double()
+        total = weights.sum()
+        if total <= 0:
+            continue
+        values = advantages[indices].double()
+        mean = (weights * values).sum() / total
+        std = torch.sqrt((weights * (values - mean) ** 2).sum() / total)
+        normalized[indices] = torch.where(weights > 0, (values - mean) / (std + eps), 0.0)
+    return normalized.to(torch.float32)
+
+
+def _check(values: torch.Tensor, keys: Sequence[Hashable]) -> None:
+    if values.dim() != 1 or values.shape[0] != len(keys):
+        raise ValueError(
+            f"expected a 1-D tensor with one value per key ({len(keys)}), "
+            f"got shape {tuple(values.shape)}"
+        )

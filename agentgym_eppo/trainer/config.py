@@ -1,0 +1,369 @@
+"""Training configuration: typed dataclasses, loaded from YAML, overridden with ``key=value``.
+
+Every knob documents itself (``metadata["help"]``) and names its source: the EPPO
+paper's appendix A.2 for the defaults of the trainer, DAPO/DCPO/BAPO for their clip
+baselines, AgentRL for task advantage normalization. Defaults are the paper's; the
+CPU demo (``configs/demo-cpu.yaml``) overrides what a tiny model trained from scratch
+needs (a larger learning rate, short episodes, few steps).
+
+>>> config = load_config(None, ["rl.steps=3", "clip.policy=fixed"])
+>>> config.rl.steps, config.clip.policy
+(3, 'fixed')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ADVANTAGES = ("grpo", "rloo")
+CLIP_POLICIES = ("fixed", "eppo", "dapo", "dcpo", "bapo")
+EVAL_STAGES = ("before_sft", "after_sft", "after_rl")
+
+
+def _help(text: str, default: Any) -> Any:
+    """A field with an immutable default and its documentation (``metadata["help"]``)."""
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass
+class ModelConfig:
+    """The policy: a tiny Qwen2 built here, or a saved HF checkpoint."""
+
+    path: str | None = _help(
+        "A saved HF model directory (with its tokenizer); None builds a tiny Qwen2 from "
+        "the fields below and a byte-level BPE tokenizer trained on expert trajectories.",
+        None,
+    )
+    vocab_size: int = _help("BPE vocabulary size of the built tokenizer.", 4096)
+    hidden_size: int = _help("Width of the built model.", 128)
+    layers: int = _help("Transformer layers of the built model.", 4)
+    heads: int = _help("Attention heads of the built model.", 4)
+    kv_heads: int = _help("Key/value heads (grouped-query attention, as Qwen2).", 2)
+    intermediate_size: int | None = _help("MLP width; None = 4 x hidden_size.", None)
+    max_position_embeddings: int = _help("Longest context the model accepts.", 8192)
+
+
+@dataclass
+class SFTConfig:
+    """Supervised warm start on expert trajectories (every environment has an expert)."""
+
+    enabled: bool = _help(
+        "Train on expert trajectories before RL: a model trained from scratch must learn "
+        "the tool-call format before RL can help.",
+        True,
+    )
+    episodes_per_task: int = _help(
+        "Expert episodes recorded per task (train split; instances cycled).", 64
+    )
+    epochs: int = _help("Passes over the expert episodes.", 3)
+    lr: float = _help("AdamW learning rate of the warm start.", 1e-3)
+    micro_batch_tokens: int = _help("Padded tokens per SFT micro-batch.", 8192)
+    batch_episodes: int = _help("Episodes per SFT optimizer step.", 16)
+
+
+@dataclass
+class RolloutConfig:
+    """Multi-turn rollouts (EPPO paper, appendix A.2)."""
+
+    group_size: int = _help(
+        "G rollouts per task instance (GRPO groups; paper: 8 rollouts per prompt).", 8
+    )
+    temperature: float = _help("Sampling temperature of rollouts (paper: 0.8).", 0.8)
+    max_tokens_per_turn: int = _help("Tokens the model may write per turn (paper: 1,024).", 1024)
+    max_context: int = _help(
+        "Longest episode in tokens (paper: 8,192); overflow ends it as agent_context_limit.",
+        8192,
+    )
+    max_turns: int | None = _help(
+        "Turn limit for every task (paper: 20); None keeps each task's AgentBench limit.", None
+    )
+    generation_batch: int = _help("Most contexts one generate call batches.", 64)
+    prompt: str = _help(
+        "full: the environment's system prompt and tool schemas (AgentBench's prompt); "
+        "compact: one line naming the task and tool signatures, for tiny models trained "
+        "from scratch (SFT, RL and eval all use it).",
+        "full",
+    )
+    backend: str = _help("MultiTaskVectorEnv back-end: serial | subprocess | ray.", "subprocess")
+
+
+@dataclass
+class AlgorithmConfig:
+    """Advantage estimator and loss terms (EPPO paper, sections 3.2-3.3 and appendix A.2)."""
+
+    advantage: str = _help(
+        "grpo (group mean/std, eq. 2) or rloo (leave-one-out; the paper's appendix B).", "grpo"
+    )
+    task_adv_norm: bool = _help(
+        "Task advantage normalization (AgentRL; paper eq. 4): standardise each task's "
+        "token advantages in the batch.",
+        True,
+    )
+    kl_coef: float = _help("Coefficient of the k3 KL to the frozen reference (paper: 1e-4).", 1e-4)
+    entropy_coef: float = _help("Entropy bonus coefficient (paper: 0).", 0.0)
+    dual_clip_c: float | None = _help(
+        "Dual clip constant for negative advantages (paper: 3.0); None disables it.", 3.0
+    )
+
+
+@dataclass
+class EPPOConfig:
+    """The EPPO pacer (paper section 4.2, eqs. 5-11; defaults from appendix A.2)."""
+
+    eps0: float = _help("Base clip range epsilon_0.", 0.2)
+    alpha: float = _help("Pacing strength alpha in s = 1 + alpha tanh(z) (eq. 9).", 0.4)
+    beta: float = _help("Entropy EMA decay beta (eq. 6).", 0.95)
+    eps_min: float = _help("Lower clamp of the paced clip range.", 0.15)
+    eps_max: float = _help("Upper clamp of the paced clip range.", 0.3)
+    trend_constraint: bool = _help(
+        "Divide the clip by 1 + relu(EMA change) (eqs. 10-11); False = the paper's "
+        "'w/o trend constraint' ablation.",
+        True,
+    )
+    taskwise: bool = _help(
+        "Pace each task separately; False = one global entropy statistic (the paper's "
+        "'w/o task-wise clip' ablation).",
+        True,
+    )
+
+
+@dataclass
+class ClipConfig:
+    """Where the ratio bounds come from (section 5.1's baselines)."""
+
+    policy: str = _help("fixed (GRPO) | eppo | dapo (clip-higher) | dcpo | bapo.", "eppo")
+    eps: float = _help("Clip range of the fixed policy (paper: 0.2).", 0.2)
+    eppo: EPPOConfig = field(default_factory=EPPOConfig, metadata={"help": "EPPO pacer settings."})
+    dapo_eps_low: float = _help("DAPO lower range (arXiv 2503.14476: 0.2).", 0.2)
+    dapo_eps_high: float = _help("DAPO upper range (arXiv 2503.14476: 0.28).", 0.28)
+    dcpo_eps_low: float = _help("DCPO eps_low (arXiv 2509.02333: 0.16).", 0.16)
+    dcpo_eps_high: float = _help("DCPO eps_high (arXiv 2509.02333: 0.2).", 0.2)
+    dcpo_r_max: float = _help("DCPO ratio cap r_max (arXiv 2509.02333: 10).", 10.0)
+    bapo_rho0: float = _help("BAPO target positive share rho0 (arXiv 2510.18927: 0.4).", 0.4)
+
+
+@dataclass
+class RLConfig:
+    """The RL loop and its optimizer (EPPO paper, appendix A.2)."""
+
+    steps: int = _help("Training steps (paper: 700).", 700)
+    lr: float = _help("AdamW learning rate (paper: 1e-5).", 1e-5)
+    weight_decay: float = _help("AdamW weight decay (paper: 0).", 0.0)
+    max_grad_norm: float = _help("Gradient norm clip.", 1.0)
+    ppo_epochs: int = _help("Passes over each step's rollouts.", 1)
+    mini_batches: int = _help(
+        "Optimizer steps per pass; with more than one, later mini-batches are off-policy "
+        "and the clip range matters.",
+        1,
+    )
+    micro_batch_tokens: int = _help(
+        "Padded tokens per micro-batch (paper: 16,384); gradients accumulate.", 16384
+    )
+    logprob_chunk: int = _help("Positions per chunk of the log-prob/entropy computation.", 1024)
+    save_every: int = _help("Checkpoint every this many steps (and at the end).", 10)
+    keep_checkpoints: int = _help("How many RL checkpoints to keep.", 2)
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation on held-out instances."""
+
+    split: str = _help("Task split evaluated.", "dev")
+    stages: list[str] = field(
+        default_factory=lambda: list(EVAL_STAGES),
+        metadata={"help": "When to evaluate: before_sft, after_sft, after_rl."},
+    )
+    max_instances_per_task: int | None = _help("Instances per task (None = all).", None)
+    temperature: float = _help("0 = greedy decoding.", 0.0)
+    samples_per_instance: int = _help("Attempts per instance (success is averaged).", 1)
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``agentgym-eppo train`` needs (see ``configs/demo-cpu.yaml``)."""
+
+    seed: int = _help("Seeds model init, sampling, task draws.", 0)
+    output_dir: str = _help("Run directory (metrics, checkpoints, evals, plots).", "runs/eppo")
+    init_checkpoint: str | None = _help(
+        "Start RL from this saved checkpoint (e.g. RUN_DIR/checkpoints/sft); skips building "
+        "and SFT.",
+        None,
+    )
+    resume: bool = _help(
+        "Continue the run in output_dir from its latest RL checkpoint, exactly.", False
+    )
+    tasks: dict[str, int] = field(
+        default_factory=lambda: {"os": 8, "db": 8, "kg": 8, "alfworld": 8, "webshop": 8},
+        metadata={
+            "help": "task_id (or env id) -> rollout slots, a multiple of rollout.group_size."
+        },
+    )
+    env_kwargs: dict[str, dict[str, Any]] = field(
+        default_factory=dict, metadata={"help": "Constructor keywords per task."}
+    )
+    threads: int | None = _help(
+        "torch.set_num_threads for the trainer (None leaves torch's default).", None
+    )
+    bf16: bool | str = _help(
+        "bf16 autocast: auto (on a GPU, or a CPU with avx512_bf16/AMX) | true | false.", "auto"
+    )
+    tensorboard: bool = _help("Also write TensorBoard event files.", True)
+    progress: bool = _help("Show a rich progress bar.", True)
+    model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "The policy."})
+    sft: SFTConfig = field(default_factory=SFTConfig, metadata={"help": "Expert warm start."})
+    rollout: RolloutConfig = field(default_factory=RolloutConfig, metadata={"help": "Rollouts."})
+    algorithm: AlgorithmConfig = field(
+        default_factory=AlgorithmConfig, metadata={"help": "Advantages and loss."}
+    )
+    clip: ClipConfig = field(default_factory=ClipConfig, metadata={"help": "Clip policy."})
+    rl: RLConfig = field(default_factory=RLConfig, metadata={"help": "RL loop."})
+    eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "Evaluation."})
+
+    def validate(self) -> TrainConfig:
+        """Raise ``ValueError`` naming the field of any inconsistent setting; return self."""
+        if self.algorithm.advantage not in ADVANTAGES:
+            raise ValueError(
+                f"algorithm.advantage must be one of {ADVANTAGES}, got {self.algorithm.advantage!r}"
+            )
+        if self.clip.policy not in CLIP_POLICIES:
+            raise ValueError(
+                f"clip.policy must be one of {CLIP_POLICIES}, got {self.clip.policy!r}"
+            )
+        unknown = [stage for stage in self.eval.stages if stage not in EVAL_STAGES]
+        if unknown:
+            raise ValueError(f"eval.stages may hold {EVAL_STAGES}, got {unknown}")
+        if self.rollout.prompt not in ("full", "compact"):
+            raise ValueError(f"rollout.prompt must be full or compact, got {self.rollout.prompt!r}")
+        if self.bf16 not in ("auto", True, False):
+            raise ValueError(f"bf16 must be auto, true or false, got {self.bf16!r}")
+        if not self.tasks:
+            raise ValueError("tasks must name at least one task")
+        for task_id, slots in self.tasks.items():
+            if slots < 1 or slots % self.rollout.group_size:
+                raise ValueError(
+                    f"tasks.{task_id} = {slots} slots must be a positive multiple of "
+                    f"rollout.group_size ({self.rollout.group_size})"
+                )
+        if self.rl.steps < 0 or self.rl.ppo_epochs < 1 or self.rl.mini_batches < 1:
+            raise ValueError("rl.steps must be >= 0, rl.ppo_epochs and rl.mini_batches >= 1")
+        if self.rollout.max_tokens_per_turn < 1 or self.rollout.max_context < 2:
+            raise ValueError("rollout.max_tokens_per_turn must be >= 1 and max_context >= 2")
+        return self
+
+
+def _convert(kind: Any, value: Any, where: str) -> Any:
+    """Check/convert a YAML value to the annotated type ``kind``."""
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(kind)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _convert(option, value, where)
+            except (TypeError, ValueError) as error:
+                errors.append(str(error))
+        raise TypeError(errors[0] if errors else f"{where}: cannot be None")
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{where}: expected a mapping, got {value!r}")
+        return _build(kind, value, where)
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{where}: expected a mapping, got {value!r}")
+        key_type, value_type = typing.get_args(kind)
+        return {
+            _convert(key_type, k, where): _convert(value_type, v, f"{where}.{k}")
+            for k, v in value.items()
+        }
+    if origin is list:
+        if not isinstance(value, Sequence) or isinstance(value, str):
+            raise TypeError(f"{where}: expected a list, got {value!r}")
+        (item_type,) = typing.get_args(kind)
+        return [_convert(item_type, item, where) for item in value]
+    if kind is Any:
+        return value
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is float and isinstance(value, str):
+        try:  # YAML 1.1 reads 1e-5 (no dot) as a string
+            return float(value)
+        except ValueError:
+            raise TypeError(f"{where}: expected a number, got {value!r}") from None
+    if kind is bool and not isinstance(value, bool):
+        raise TypeError(f"{where}: expected true or false, got {value!r}")
+    if kind is int and isinstance(value, bool):
+        raise TypeError(f"{where}: expected an integer, got {value!r}")
+    if not isinstance(value, kind):
+        raise TypeError(f"{where}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def _build(cls: Any, values: Mapping[str, Any], where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise ValueError(
+            f"unknown config key {prefix}{unknown[0]}; known: {', '.join(sorted(names))}"
+        )
+    kwargs = {
+        name: _convert(hints[name], value, f"{where}.{name}" if where else name)
+        for name, value in values.items()
+    }
+    return cls(**kwargs)
+
+
+def config_from_dict(values: Mapping[str, Any]) -> TrainConfig:
+    """Build and validate a :class:`TrainConfig` from nested plain values."""
+    config: TrainConfig = _build(TrainConfig, values, "")
+    return config.validate()
+
+
+def apply_override(values: dict[str, Any], override: str) -> None:
+    """Apply one ``dotted.key=value`` (value parsed as YAML) to nested ``values`` in place."""
+    if "=" not in override:
+        raise ValueError(f"an override is key=value, e.g. rl.steps=10; got {override!r}")
+    key, raw = override.split("=", 1)
+    parts = key.strip().split(".")
+    node = values
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ValueError(f"{key}: {part} is not a section")
+        node = child
+    node[parts[-1]] = yaml.safe_load(raw)
+
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
+    """Read a YAML config (None = all defaults), apply ``key=value`` overrides, validate."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ValueError(f"{path}: a config is a YAML mapping, got {type(loaded).__name__}")
+        values = loaded or {}
+    for override in overrides:
+        apply_override(values, override)
+    return config_from_dict(values)
+
+
+def config_to_dict(config: TrainConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def dump_config(config: TrainConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML (``RUN_DIR/config.yaml``)."""
+    Path(path).write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False), encoding="utf-8")

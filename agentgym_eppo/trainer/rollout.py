@@ -1,0 +1,166 @@
+"""Multi-turn rollouts: the policy plays every slot of a vector env to the end of its episode.
+
+:func:`play_episodes` drives anything with ``MultiTaskVectorEnv``'s LLM-rollout API
+(``step_some``/``abort_some``; episodes already reset): each round, every slot still
+running gets one assistant turn from the engine (one batched generate call), the turns
+go to the environments in one ``step_some``, and the replies are appended to the
+transcripts as template tokens. Limits: the environment's turn limit, the tokens per
+turn, and the episode's total context; an episode that would outgrow the context ends
+through ``abort_some(..., AGENT_CONTEXT_LIMIT)`` with the abort penalty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from transformers import PreTrainedTokenizerBase
+
+from agentgym_eppo.core import Status
+
+from .chat import Transcript, observation_token_ids, prompt_token_ids
+from .engine import RolloutEngine
+
+
+class StepResultLike(Protocol):
+    index: int
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+class SlotEnv(Protocol):
+    """The part of ``MultiTaskVectorEnv``'s rollout API the rollout loop uses."""
+
+    def step_some(self, indices: Sequence[int], actions: Sequence[Any]) -> Sequence[Any]: ...
+
+    def abort_some(self, indices: Sequence[int], status: Status = ...) -> Sequence[Any]: ...
+
+
+@dataclass
+class Episode:
+    """One finished episode: its transcript and how it ended."""
+
+    slot: int
+    task_id: str
+    group: str
+    sample_id: str
+    transcript: Transcript
+    reward: float = 0.0
+    status: str = Status.RUNNING.value
+    success: bool = False
+    score: float = 0.0
+    turns: int = 0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def generated_tokens(self) -> int:
+        return self.transcript.generated_tokens
+
+
+@dataclass(frozen=True)
+class RolloutLimits:
+    """Per-episode token limits (EPPO paper, appendix A.2: 1,024 per turn, 8,192 in all)."""
+
+    max_tokens_per_turn: int = 1024
+    max_context: int = 8192
+    temperature: float = 0.8
+
+
+def slot_info(infos: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """Slot ``index``'s plain info out of a Gymnasium dict-of-arrays info (``reset``)."""
+    return {
+        key: values[index]
+        for key, values in infos.items()
+        if not key.startswith("_") and (f"_{key}" not in infos or infos[f"_{key}"][index])
+    }
+
+
+def start_episode(
+    tokenizer: PreTrainedTokenizerBase,
+    slot: int,
+    observation: str,
+    info: Mapping[str, Any],
+    prompt_style: str = "full",
+) -> Episode:
+    """An :class:`Episode` whose transcript holds the prompt built from a reset's info."""
+    tokens = prompt_token_ids(
+        tokenizer,
+        info["system_prompt"],
+        observation,
+        info.get("tools"),
+        style=prompt_style,
+        task_id=str(info["task_id"]),
+    )
+    return Episode(
+        slot=slot,
+        task_id=str(info["task_id"]),
+        group=str(info.get("group", f"{info['task_id']}:{info['sample_id']}")),
+        sample_id=str(info["sample_id"]),
+        transcript=Transcript(tokens),
+    )
+
+
+def play_episodes(
+    env: SlotEnv,
+    episodes: Sequence[Episode],
+    engine: RolloutEngine,
+    tokenizer: PreTrainedTokenizerBase,
+    limits: RolloutLimits,
+) -> list[Episode]:
+    """Play every episode (already reset, one per slot) to its end; return them."""
+    eos = int(tokenizer.eos_token_id)
+    by_slot = {episode.slot: episode for episode in episodes}
+    running = [episode.slot for episode in episodes]
+    for slot in list(running):
+        if len(by_slot[slot].transcript) >= limits.max_context:
+            _finish(by_slot[slot], env.abort_some([slot], Status.AGENT_CONTEXT_LIMIT)[0])
+            running.remove(slot)
+    while running:
+        budgets = [
+            min(limits.max_tokens_per_turn, limits.max_context - len(by_slot[s].transcript))
+            for s in running
+        ]
+        turns = engine.generate(
+            [by_slot[s].transcript.tokens for s in running], budgets, limits.temperature
+        )
+        actions: list[str] = []
+        for slot, ids in zip(running, turns, strict=True):
+            transcript = by_slot[slot].transcript
+            transcript.add_generated(ids)
+            if not ids or ids[-1] != eos:
+                transcript.add_template([eos])  # the turn was cut: close it as the template does
+            body = ids[:-1] if ids and ids[-1] == eos else ids
+            actions.append(str(tokenizer.decode(body, skip_special_tokens=False)))
+        still_running: list[int] = []
+        overflow: list[int] = []
+        for outcome in env.step_some(running, actions):
+            episode = by_slot[outcome.index]
+            episode.turns += 1
+            if outcome.terminated or outcome.truncated:
+                _finish(episode, outcome)
+                continue
+            reply = observation_token_ids(tokenizer, outcome.observation)
+            # The next turn needs room for at least one token after the reply.
+            if len(episode.transcript) + len(reply) + 1 > limits.max_context:
+                overflow.append(outcome.index)
+                continue
+            episode.transcript.add_template(reply)
+            still_running.append(outcome.index)
+        if overflow:
+            for outcome in env.abort_some(overflow, Status.AGENT_CONTEXT_LIMIT):
+                _finish(by_slot[outcome.index], outcome)
+        running = still_running
+    return list(episodes)
+
+
+def _finish(episode: Episode, outcome: Any) -> None:
+    info = dict(outcome.info)
+    episode.reward = float(outcome.reward)
+    episode.status = str(info.get("status", Status.TASK_ERROR.value))
+    episode.success = bool(info.get("success", False))
+    episode.score = float(info.get("score", 0.0))
+    episode.info = info

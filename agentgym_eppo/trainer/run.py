@@ -1,0 +1,528 @@
+"""``run_training(config)``: build or load the policy, SFT warm start, RL, evaluations.
+
+Stages, each skipped when the config says so or a resume already passed it:
+
+1. the policy: a saved checkpoint (``init_checkpoint``, ``model.path``), or a tiny
+   Qwen2 plus a BPE tokenizer trained on the expert trajectories' text;
+2. ``eval_before_sft.json``; SFT on expert trajectories (``checkpoints/sft``);
+   ``eval_after_sft.json``;
+3. RL: per step, every slot of the ``MultiTaskVectorEnv`` plays one episode (G slots
+   per task instance), then one :class:`~.update.PolicyUpdater` step; metrics to
+   ``metrics.jsonl``/TensorBoard, a checkpoint every ``rl.save_every`` steps;
+4. ``eval_after_rl.json``; the diagnostics and plots (``agentgym_eppo.trainer.report``).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers.utils import logging as transformers_logging
+
+from .checkpoint import latest_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .clip_policies import (
+    BAPOClip,
+    ClipPolicy,
+    DAPOClip,
+    DCPOClip,
+    EPPOClip,
+    FixedClip,
+)
+from .config import TrainConfig, dump_config
+from .engine import HFGenerateEngine
+from .evaluation import evaluate_policy, write_eval
+from .metrics import MetricsWriter
+from .pacer import EPPOPacer
+from .rollout import Episode, RolloutLimits, play_episodes, slot_info, start_episode
+from .sft import corpus, expert_transcript, record_expert_episodes, sft_train
+from .tiny_model import build_tiny_model, build_tokenizer
+from .update import PolicyUpdater, UpdateResult, UpdateSettings
+
+
+def resolve_bf16(setting: bool | str) -> bool:
+    """``auto``: on a GPU, or on a CPU with native bf16 (avx512_bf16 / AMX)."""
+    if isinstance(setting, bool):
+        return setting
+    if torch.cuda.is_available():
+        return True
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def make_clip_policy(config: TrainConfig) -> ClipPolicy:
+    clip = config.clip
+    if clip.policy == "fixed":
+        return FixedClip(clip.eps, clip.eps)
+    if clip.policy == "dapo":
+        return DAPOClip(clip.dapo_eps_low, clip.dapo_eps_high)
+    if clip.policy == "dcpo":
+        return DCPOClip(clip.dcpo_eps_low, clip.dcpo_eps_high, clip.dcpo_r_max)
+    if clip.policy == "bapo":
+        return BAPOClip(rho0=clip.bapo_rho0)
+    return EPPOClip(make_pacer(config), taskwise=clip.eppo.taskwise)
+
+
+def make_pacer(config: TrainConfig) -> EPPOPacer:
+    e = config.clip.eppo
+    return EPPOPacer(e.eps0, e.alpha, e.beta, e.eps_min, e.eps_max, e.trend_constraint)
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The sampler seed of RL step ``step``: a function of (seed, step) only (exact resume)."""
+    return (int(seed) * 1_000_003 + int(step) * 7_919) % (2**31 - 1)
+
+
+def env_kwargs_for(config: TrainConfig) -> dict[str, dict[str, Any]]:
+    kwargs = {task: dict(config.env_kwargs.get(task, {})) for task in config.tasks}
+    if config.rollout.max_turns is not None:
+        for values in kwargs.values():
+            values.setdefault("max_turns", config.rollout.max_turns)
+    return kwargs
+
+
+class Trainer:
+    """Holds a run's state between stages; :func:`run_training` drives it."""
+
+    def __init__(self, config: TrainConfig, console: Console | None = None) -> None:
+        self.config = config.validate()
+        self.run_dir = Path(config.output_dir)
+        self.console = console or Console()
+        self.bf16 = resolve_bf16(config.bf16)
+        self.env_kwargs = env_kwargs_for(config)
+        self.model: PreTrainedModel | None = None
+        self.tokenizer: Any = None
+
+    # ------------------------------------------------------------------ policy
+
+    def log(self, message: str) -> None:
+        self.console.print(message)
+
+    def load_policy(self, path: str | Path) -> None:
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+
+    def build_policy(self, texts: Sequence[str]) -> None:
+        m = self.config.model
+        self.tokenizer = build_tokenizer(texts, vocab_size=m.vocab_size)
+        self.model = build_tiny_model(
+            self.tokenizer,
+            hidden_size=m.hidden_size,
+            layers=m.layers,
+            heads=m.heads,
+            kv_heads=m.kv_heads,
+            intermediate_size=m.intermediate_size,
+            max_position_embeddings=m.max_position_embeddings,
+            seed=self.config.seed,
+        )
+        params = sum(p.numel() for p in self.model.parameters())
+        self.log(
+            f"built a tiny Qwen2: {params / 1e6:.2f}M parameters, vocabulary {len(self.tokenizer)}"
+        )
+
+    def engine(self, batch_size: int | None = None) -> HFGenerateEngine:
+        assert self.model is not None
+        return HFGenerateEngine(
+            self.model,
+            eos_token_id=self.tokenizer.eos_token_id,
+            pad_token_id=self.tokenizer.pad_token_id,
+            batch_size=batch_size or self.config.rollout.generation_batch,
+            bf16=self.bf16,
+        )
+
+    def limits(self, temperature: float) -> RolloutLimits:
+        r = self.config.rollout
+        return RolloutLimits(r.max_tokens_per_turn, r.max_context, temperature)
+
+    # ------------------------------------------------------------------ stages
+
+    def evaluate(self, stage: str) -> dict[str, Any] | None:
+        if stage not in self.config.eval.stages:
+            return None
+        started = time.perf_counter()
+        e = self.config.eval
+        result = evaluate_policy(
+            self.engine(),
+            self.tokenizer,
+            list(self.config.tasks),
+            stage=stage,
+            split=e.split,
+            max_instances=e.max_instances_per_task,
+            limits=self.limits(e.temperature),
+            slots_per_task=max(self.config.tasks.values()),
+            backend=self.config.rollout.backend,
+            env_kwargs=self.env_kwargs,
+            seed=self.config.seed,
+            prompt_style=self.config.rollout.prompt,
+        )
+        result["seconds"] = time.perf_counter() - started
+        write_eval(self.run_dir, result)
+        per_task = ", ".join(f"{t} {v['success']:.2f}" for t, v in result["tasks"].items())
+        self.log(
+            f"eval {stage} ({e.split}): mean success {result['mean_success']:.3f} ({per_task}) "
+            f"in {result['seconds']:.0f}s"
+        )
+        return result
+
+    def record_experts(self) -> list[Any]:
+        from agentgym_eppo.vector import MultiTaskVectorEnv
+
+        s = self.config.sft
+        layout = {task: max(1, min(8, s.episodes_per_task)) for task in self.config.tasks}
+        started = time.perf_counter()
+        venv = MultiTaskVectorEnv(
+            layout,
+            group_size=1,
+            split="train",
+            env_kwargs=self.env_kwargs,
+            backend=self.config.rollout.backend,
+            seed=self.config.seed,
+        )
+        try:
+            episodes = record_expert_episodes(venv, s.episodes_per_task, seed=self.config.seed)
+        finally:
+            venv.close()
+        self.log(
+            f"recorded {len(episodes)} expert episodes in {time.perf_counter() - started:.0f}s"
+        )
+        return episodes
+
+    def sft(self, experts: Sequence[Any]) -> None:
+        assert self.model is not None
+        s = self.config.sft
+        transcripts = [
+            expert_transcript(self.tokenizer, e, self.config.rollout.prompt) for e in experts
+        ]
+        tokens = sum(t.generated_tokens for t in transcripts)
+        self.log(f"SFT on {len(transcripts)} expert episodes ({tokens} target tokens)")
+        started = time.perf_counter()
+        with self._progress() as progress:
+            bar = progress.add_task("SFT", total=None)
+
+            def on_step(k: int, total: int, loss: float) -> None:
+                progress.update(bar, completed=k, total=total, description=f"SFT loss {loss:.3f}")
+
+            losses = sft_train(
+                self.model,
+                transcripts,
+                epochs=s.epochs,
+                lr=s.lr,
+                batch_episodes=s.batch_episodes,
+                micro_batch_tokens=s.micro_batch_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                seed=self.config.seed,
+                bf16=self.bf16,
+                on_step=on_step,
+            )
+        self.log(
+            f"SFT: {len(losses)} steps in {time.perf_counter() - started:.0f}s, "
+            f"loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+        )
+        save_checkpoint(self.run_dir / "checkpoints" / "sft", self.model, self.tokenizer)
+
+    def reinforce(self, start_state: Mapping[str, Any] | None = None) -> None:
+        """The RL loop (from step 1, or after ``start_state``'s step on resume)."""
+        from agentgym_eppo.vector import MultiTaskVectorEnv
+
+        assert self.model is not None
+        config = self.config
+        model = self.model
+        ref_model = None
+        if config.algorithm.kl_coef != 0:
+            ref_model = copy.deepcopy(model).eval()
+            ref_model.requires_grad_(False)
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=config.rl.lr, weight_decay=config.rl.weight_decay
+        )
+        clip_policy = make_clip_policy(config)
+        tracker = make_pacer(config)  # per-task pace metrics whatever the clip policy
+        first_step = 1
+        if start_state is not None:
+            optimizer.load_state_dict(start_state["optimizer"])
+            clip_policy.load_state_dict(start_state["clip"])
+            tracker.load_state_dict(start_state["tracker"])
+            if ref_model is not None and "ref_model" in start_state:
+                ref_model.load_state_dict(start_state["ref_model"])
+            set_rng_state(start_state["rng"])
+            first_step = int(start_state["step"]) + 1
+        a, r = config.algorithm, config.rl
+        updater = PolicyUpdater(
+            model,
+            optimizer,
+            clip_policy,
+            UpdateSettings(
+                advantage=a.advantage,
+                task_adv_norm=a.task_adv_norm,
+                kl_coef=a.kl_coef,
+                entropy_coef=a.entropy_coef,
+                dual_clip_c=a.dual_clip_c,
+                ppo_epochs=r.ppo_epochs,
+                mini_batches=r.mini_batches,
+                micro_batch_tokens=r.micro_batch_tokens,
+                max_grad_norm=r.max_grad_norm,
+                temperature=config.rollout.temperature,
+                logprob_chunk=r.logprob_chunk,
+                bf16=self.bf16,
+            ),
+            pad_token_id=self.tokenizer.pad_token_id,
+            ref_model=ref_model,
+        )
+        engine = self.engine()
+        writer = MetricsWriter(
+            self.run_dir,
+            tensorboard=config.tensorboard,
+            resume_after=first_step - 1 if start_state is not None else None,
+        )
+        venv = MultiTaskVectorEnv(
+            config.tasks,
+            group_size=config.rollout.group_size,
+            split="train",
+            env_kwargs=self.env_kwargs,
+            backend=config.rollout.backend,
+            seed=config.seed,
+        )
+        limits = self.limits(config.rollout.temperature)
+        try:
+            with self._progress() as progress:
+                bar = progress.add_task("RL", total=r.steps, completed=first_step - 1)
+                for step in range(first_step, r.steps + 1):
+                    record = self._rl_step(step, venv, engine, updater, tracker, limits)
+                    writer.write(record)
+                    g = record["global"]
+                    progress.update(
+                        bar,
+                        completed=step,
+                        description=f"RL step {step} success {g['success']:.2f} "
+                        f"reward {g['reward']:+.2f} loss {g['loss']:+.3f}",
+                    )
+                    if step % r.save_every == 0 or step == r.steps:
+                        self._save_rl(step, optimizer, clip_policy, tracker, ref_model)
+        finally:
+            venv.close()
+            writer.close()
+
+    def _rl_step(
+        self,
+        step: int,
+        venv: Any,
+        engine: HFGenerateEngine,
+        updater: PolicyUpdater,
+        tracker: EPPOPacer,
+        limits: RolloutLimits,
+    ) -> dict[str, Any]:
+        started = time.perf_counter()
+        observations, infos = venv.reset(seed=step_seed(self.config.seed, step))
+        episodes = [
+            start_episode(
+                self.tokenizer, i, observations[i], slot_info(infos, i), self.config.rollout.prompt
+            )
+            for i in range(venv.num_envs)
+        ]
+        play_episodes(venv, episodes, engine, self.tokenizer, limits)
+        rollout_seconds = time.perf_counter() - started
+        generator = torch.Generator().manual_seed(step_seed(self.config.seed, step))
+        result = updater.step(episodes, generator)
+        clip_policy = updater.clip_policy
+        if isinstance(clip_policy, EPPOClip) and clip_policy.taskwise:
+            paces = clip_policy.pacer.tasks
+        else:
+            tracker.update(result.task_entropy)
+            paces = tracker.tasks
+        return step_record(step, episodes, result, paces, rollout_seconds, started)
+
+    def _save_rl(
+        self,
+        step: int,
+        optimizer: torch.optim.Optimizer,
+        clip_policy: ClipPolicy,
+        tracker: EPPOPacer,
+        ref_model: PreTrainedModel | None,
+    ) -> None:
+        assert self.model is not None
+        state = {
+            "step": step,
+            "optimizer": optimizer.state_dict(),
+            "clip": clip_policy.state_dict(),
+            "tracker": tracker.state_dict(),
+            "rng": rng_state(),
+        }
+        if ref_model is not None:
+            state["ref_model"] = ref_model.state_dict()
+        save_checkpoint(
+            self.run_dir / "checkpoints" / f"step_{step}",
+            self.model,
+            self.tokenizer,
+            state,
+            keep=self.config.rl.keep_checkpoints,
+        )
+
+    def _progress(self) -> Progress:
+        return Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            disable=not self.config.progress,
+        )
+
+
+def step_record(
+    step: int,
+    episodes: Sequence[Episode],
+    result: UpdateResult,
+    paces: Mapping[str, Any],
+    rollout_seconds: float,
+    started: float,
+) -> dict[str, Any]:
+    """The ``metrics.jsonl`` record of one RL step (layout in INTERFACES.md)."""
+    by_task: dict[str, list[Episode]] = defaultdict(list)
+    for episode in episodes:
+        by_task[episode.task_id].append(episode)
+    tasks: dict[str, dict[str, Any]] = {}
+    for task_id in sorted(by_task):
+        played = by_task[task_id]
+        pace = paces.get(task_id)
+        tasks[task_id] = {
+            "success": sum(e.success for e in played) / len(played),
+            "reward": sum(e.reward for e in played) / len(played),
+            "episode_length": sum(e.turns for e in played) / len(played),
+            "aborts": dict(Counter(e.status for e in played if e.status != "completed")),
+            "tokens": result.task_tokens.get(task_id, 0),
+            "entropy": result.task_entropy.get(task_id),
+            "entropy_ema": pace.ema if pace else None,
+            "collapse_ratio": pace.collapse_ratio if pace else None,
+            "zscore": pace.zscore if pace else None,
+            "clip_eps": result.task_clip_eps.get(task_id),
+            "clip_fraction": result.task_clip_fraction.get(task_id, 0.0),
+        }
+    seconds = time.perf_counter() - started
+    return {
+        "step": step,
+        "global": {
+            "loss": result.loss,
+            "kl": result.kl,
+            "grad_norm": result.grad_norm,
+            "tokens": result.tokens,
+            "episodes": len(episodes),
+            "success": sum(e.success for e in episodes) / max(1, len(episodes)),
+            "reward": sum(e.reward for e in episodes) / max(1, len(episodes)),
+            "seconds": seconds,
+            "rollout_seconds": rollout_seconds,
+            "score_seconds": result.score_seconds,
+            "train_seconds": result.train_seconds,
+            "pacer_seconds": result.pacer_seconds,
+        },
+        "tasks": tasks,
+    }
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def run_training(
+    config: TrainConfig, console: Console | None = None, stop_after_step: int | None = None
+) -> Path:
+    """Run every stage of ``config``; return the run directory.
+
+    ``stop_after_step`` ends the RL loop early as if the process were killed after
+    that step's checkpoint (tests of exact resume use it).
+    """
+    transformers_logging.disable_progress_bar()
+    trainer = Trainer(config, console)
+    run_dir = trainer.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    _seed_everything(config.seed)
+    dump_config(config, run_dir / "config.yaml")
+    started = time.perf_counter()
+    resume = latest_checkpoint(run_dir / "checkpoints") if config.resume else None
+    if resume is not None:
+        trainer.log(f"resuming after RL step {resume.state['step']} from {resume.directory}")
+        trainer.load_policy(resume.directory)
+    else:
+        if config.init_checkpoint is not None:
+            trainer.load_policy(config.init_checkpoint)
+        experts: list[Any] = []
+        if config.init_checkpoint is None and (config.model.path is None or config.sft.enabled):
+            experts = trainer.record_experts()
+        if config.init_checkpoint is None:
+            if config.model.path is not None:
+                trainer.load_policy(config.model.path)
+            else:
+                trainer.build_policy(list(corpus(experts)))
+            trainer.evaluate("before_sft")
+            if config.sft.enabled:
+                trainer.sft(experts)
+            trainer.evaluate("after_sft")
+    limit = config.rl.steps if stop_after_step is None else min(config.rl.steps, stop_after_step)
+    if config.rl.steps > 0:
+        staged = _with_steps(config, limit)
+        trainer.config = staged
+        trainer.reinforce(resume.state if resume is not None else None)
+        trainer.config = config
+    if stop_after_step is None or stop_after_step >= config.rl.steps:
+        trainer.evaluate("after_rl")
+        _diagnose(trainer)
+        _print_summary(trainer, time.perf_counter() - started)
+    return run_dir
+
+
+def _with_steps(config: TrainConfig, steps: int) -> TrainConfig:
+    staged = copy.deepcopy(config)
+    staged.rl.steps = steps
+    return staged
+
+
+def _diagnose(trainer: Trainer) -> None:
+    try:
+        from agentgym_eppo.trainer.report import diagnose_run
+    except ImportError:
+        trainer.log("plots skipped: agentgym_eppo.trainer.report (diagnostics) is not installed")
+        return
+    report = diagnose_run(trainer.run_dir)
+    trainer.log(f"diagnostics and plots: {report}")
+
+
+def _print_summary(trainer: Trainer, seconds: float) -> None:
+    import json
+
+    table = Table(title=f"dev success per task (seed {trainer.config.seed})")
+    table.add_column("stage")
+    stages = []
+    for stage in ("before_sft", "after_sft", "after_rl"):
+        path = trainer.run_dir / f"eval_{stage}.json"
+        if path.exists():
+            stages.append((stage, json.loads(path.read_text(encoding="utf-8"))))
+    tasks = sorted({t for _, result in stages for t in result["tasks"]})
+    for task in tasks:
+        table.add_column(task, justify="right")
+    table.add_column("mean", justify="right")
+    for stage, result in stages:
+        table.add_row(
+            stage,
+            *[
+                f"{result['tasks'][t]['success']:.3f}" if t in result["tasks"] else "-"
+                for t in tasks
+            ],
+            f"{result['mean_success']:.3f}",
+        )
+    trainer.console.print(table)
+    trainer.log(f"run finished in {seconds / 60:.1f} min: {trainer.run_dir}")

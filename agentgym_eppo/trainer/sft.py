@@ -1,0 +1,175 @@
+"""SFT warm start: record expert trajectories, then fit the policy on the expert's turns.
+
+Every environment ships an expert (``env.unwrapped.expert_action()``), reached here
+through the vector env's ``call_some``. A tiny model trained from scratch cannot emit a
+well-formed tool call, so RL would see nothing but aborts; a few epochs on the
+expert's turns teach the format (and some of the tasks) first. The expert's episodes
+also provide the text the tokenizer is trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from .batching import build_micro_batch, plan_micro_batches, token_logprobs
+from .chat import (
+    Transcript,
+    action_text,
+    compact_system_prompt,
+    observation_token_ids,
+    prompt_token_ids,
+)
+from .rollout import slot_info
+
+
+@dataclass
+class ExpertEpisode:
+    """An expert's episode as text (tokenizer-independent)."""
+
+    task_id: str
+    sample_id: str
+    system_prompt: str
+    tools: list[dict[str, Any]]
+    task_text: str
+    actions: list[str] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)  # the reply after each action
+    reward: float = 0.0
+    success: bool = False
+
+
+def record_expert_episodes(venv: Any, episodes_per_task: int, seed: int = 0) -> list[ExpertEpisode]:
+    """Play the expert in every slot of ``venv`` until each task has ``episodes_per_task``
+    successful episodes (instances follow the vector env's sampler; failures are dropped).
+
+    Raises ``RuntimeError`` when a task's expert fails every episode of a round: an
+    expert that cannot solve its task is a bug in that environment.
+    """
+    wanted = dict.fromkeys(set(venv.task_ids), episodes_per_task)
+    kept: list[ExpertEpisode] = []
+    observations, infos = venv.reset(seed=seed)
+    starts = [(i, observations[i], slot_info(infos, i)) for i in range(venv.num_envs)]
+    while any(count > 0 for count in wanted.values()):
+        current = {index: _begin(obs, info) for index, obs, info in starts}
+        running = list(current)
+        while running:
+            actions = [action_text(a) for a in venv.call_some(running, "expert_action")]
+            still = []
+            for outcome, action in zip(venv.step_some(running, actions), actions, strict=True):
+                episode = current[outcome.index]
+                episode.actions.append(action)
+                episode.observations.append(outcome.observation)
+                if outcome.terminated or outcome.truncated:
+                    episode.reward = float(outcome.reward)
+                    episode.success = bool(outcome.info.get("success", False))
+                else:
+                    still.append(outcome.index)
+            running = still
+        solved = {task: 0 for task in wanted}
+        for episode in current.values():
+            if episode.success and wanted[episode.task_id] > 0:
+                wanted[episode.task_id] -= 1
+                solved[episode.task_id] += 1
+                kept.append(episode)
+        failing = [t for t, n in solved.items() if n == 0 and wanted[t] > 0]
+        if failing:
+            raise RuntimeError(f"the expert of task(s) {failing} solved none of its episodes")
+        if any(count > 0 for count in wanted.values()):
+            starts = venv.reset_some(list(range(venv.num_envs)))
+    return kept
+
+
+def _begin(observation: str, info: Mapping[str, Any]) -> ExpertEpisode:
+    return ExpertEpisode(
+        task_id=str(info["task_id"]),
+        sample_id=str(info["sample_id"]),
+        system_prompt=str(info["system_prompt"]),
+        tools=list(info.get("tools") or []),
+        task_text=observation,
+    )
+
+
+def corpus(episodes: Iterable[ExpertEpisode]) -> Iterator[str]:
+    """The texts a tokenizer for these tasks should be trained on."""
+    for episode in episodes:
+        yield episode.system_prompt
+        yield compact_system_prompt(episode.task_id, episode.tools)
+        yield "\n".join(json.dumps(tool, ensure_ascii=False) for tool in episode.tools)
+        yield episode.task_text
+        yield from episode.actions
+        yield from episode.observations
+
+
+def expert_transcript(
+    tokenizer: PreTrainedTokenizerBase, episode: ExpertEpisode, prompt_style: str = "full"
+) -> Transcript:
+    """The expert's episode in the rollout's token layout; the expert's turns are the loss."""
+    transcript = Transcript(
+        prompt_token_ids(
+            tokenizer,
+            episode.system_prompt,
+            episode.task_text,
+            episode.tools,
+            style=prompt_style,
+            task_id=episode.task_id,
+        )
+    )
+    end = tokenizer.eos_token
+    for turn, action in enumerate(episode.actions):
+        transcript.add_generated(tokenizer.encode(action + end, add_special_tokens=False))
+        if turn + 1 < len(episode.actions):
+            transcript.add_template(observation_token_ids(tokenizer, episode.observations[turn]))
+    return transcript
+
+
+def sft_train(
+    model: PreTrainedModel,
+    transcripts: Sequence[Transcript],
+    *,
+    epochs: int,
+    lr: float,
+    batch_episodes: int,
+    micro_batch_tokens: int,
+    pad_token_id: int,
+    seed: int = 0,
+    bf16: bool = False,
+    on_step: Any = None,
+) -> list[float]:
+    """Token-mean cross-entropy on the loss tokens; one AdamW step per ``batch_episodes``.
+
+    Returns the loss of every optimizer step. ``on_step(k, total, loss)`` reports progress.
+    """
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    order_rng = random.Random(seed)
+    indices = list(range(len(transcripts)))
+    steps_per_epoch = -(-len(indices) // batch_episodes)
+    total = epochs * steps_per_epoch
+    losses: list[float] = []
+    model.train()
+    for _ in range(epochs):
+        order_rng.shuffle(indices)
+        for start in range(0, len(indices), batch_episodes):
+            batch = indices[start : start + batch_episodes]
+            tokens = sum(transcripts[i].generated_tokens for i in batch)
+            step_loss = 0.0
+            for group in plan_micro_batches(
+                [len(transcripts[i]) for i in batch], micro_batch_tokens
+            ):
+                micro = build_micro_batch(transcripts, [batch[k] for k in group], pad_token_id)
+                logprobs, _ = token_logprobs(model, micro, bf16=bf16)
+                loss = -logprobs.sum() / tokens  # cross-entropy, token mean over the batch
+                loss.backward()
+                step_loss += float(loss.detach())
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(step_loss)
+            if on_step is not None:
+                on_step(len(losses), total, step_loss)
+    return losses

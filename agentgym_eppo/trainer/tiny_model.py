@@ -1,0 +1,180 @@
+"""A tiny Qwen2-style model and a byte-level BPE tokenizer, built offline.
+
+There is no model hub here (NOTES.md), so the CPU demo, the tests and the benchmarks
+build their model from a config and train their tokenizer on the environments' own
+text in about a second.
+
+Why the tokenizer copies Qwen2's normalizer and pre-tokenizer: transformers 5.x
+rebuilds the tokenizer of a ``qwen2`` checkpoint as ``Qwen2Tokenizer``, which
+re-creates those two stages from scratch; a tokenizer trained with different ones
+would give other ids after a save/load round-trip.
+
+The chat template is ChatML with tools in the Qwen2.5/Hermes form (tool schemas in
+the system turn, calls as ``<tool_call>{json}</tool_call>``, tool results as a user
+turn wrapped in ``<tool_response>``) and ``{% generation %}`` markers around what the
+assistant writes, so ``apply_chat_template(..., return_assistant_tokens_mask=True)``
+yields the SFT loss mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+from tokenizers.models import BPE
+from tokenizers.trainers import BpeTrainer
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+ENDOFTEXT = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+# Special (never split, skipped when decoding with skip_special_tokens) and plain added
+# tokens (kept in decoded text, so the environment sees the whole call).
+SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END)
+ADDED_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
+
+# Qwen2Tokenizer's split pattern (transformers/models/qwen2/tokenization_qwen2.py).
+QWEN2_PRETOKENIZE_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+
+# ChatML with tools (Qwen2.5 form). Every assistant turn's text, its tool calls and its
+# closing <|im_end|> sit inside {% generation %}: those are the tokens the model writes.
+CHAT_TEMPLATE = (
+    "{%- if messages and messages[0].role == 'system' %}"
+    "{%- set system_text = messages[0].content %}"
+    "{%- set rest = messages[1:] %}"
+    "{%- else %}"
+    "{%- set system_text = '" + DEFAULT_SYSTEM_PROMPT + "' %}"
+    "{%- set rest = messages %}"
+    "{%- endif %}"
+    "{{- '<|im_start|>system\\n' + system_text }}"
+    "{%- if tools %}"
+    "{{- '\\n\\n# Tools\\n\\nYou may call one of these functions. '"
+    " + 'Function signatures are within <tools></tools>:\\n<tools>' }}"
+    "{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}"
+    "{{- '\\n</tools>\\n\\nReply with one call as a JSON object inside <tool_call></tool_call>:\\n'"
+    ' + \'<tool_call>\\n{"name": <function-name>, "arguments": <args-json-object>}\\n</tool_call>\' }}'
+    "{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- for message in rest %}"
+    "{%- if message.role == 'assistant' %}"
+    "{{- '<|im_start|>assistant\\n' }}"
+    "{%- generation %}"
+    "{%- if message.content %}{{- message.content }}{%- endif %}"
+    "{%- if message.tool_calls %}"
+    "{%- for call in message.tool_calls %}"
+    "{%- set fn = call.function if call.function is defined else call %}"
+    "{%- if message.content or not loop.first %}{{- '\\n' }}{%- endif %}"
+    "{{- '<tool_call>\\n{\"name\": ' + (fn.name | tojson) + ', \"arguments\": ' }}"
+    "{%- if fn.arguments is string %}{{- fn.arguments }}{%- else %}{{- fn.arguments | tojson }}{%- endif %}"
+    "{{- '}\\n</tool_call>' }}"
+    "{%- endfor %}"
+    "{%- endif %}"
+    "{{- '<|im_end|>' }}"
+    "{%- endgeneration %}"
+    "{{- '\\n' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{{- '<|im_start|>user\\n<tool_response>\\n' + message.content + '\\n</tool_response><|im_end|>\\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def qwen2_normalizer() -> normalizers.Normalizer:
+    return normalizers.NFC()
+
+
+def qwen2_pre_tokenizer() -> pre_tokenizers.PreTokenizer:
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+
+
+def build_tokenizer(
+    texts: Iterable[str], vocab_size: int = 2048, min_frequency: int = 2
+) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE tokenizer on ``texts`` and wrap it with the chat template.
+
+    Every byte is in the initial alphabet, so any text encodes (no unknown token).
+    ``vocab_size`` counts the 256 bytes, the merges and the seven added tokens.
+    Deterministic: the same texts give the same vocabulary.
+    """
+    if vocab_size < 256 + len(SPECIAL_TOKENS) + len(ADDED_TOKENS):
+        raise ValueError(
+            f"vocab_size must hold the 256 bytes and the added tokens (>= 263), got {vocab_size}"
+        )
+    backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
+    backend.normalizer = qwen2_normalizer()
+    backend.pre_tokenizer = qwen2_pre_tokenizer()
+    backend.decoder = decoders.ByteLevel()
+    trainer = BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=[*SPECIAL_TOKENS, *ADDED_TOKENS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator(list(texts), trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token=IM_END,
+        pad_token=ENDOFTEXT,
+        unk_token=ENDOFTEXT,
+        additional_special_tokens=[IM_START],
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_tiny_model(
+    tokenizer: PreTrainedTokenizerFast,
+    hidden_size: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    kv_heads: int = 2,
+    intermediate_size: int | None = None,
+    max_position_embeddings: int = 4096,
+    seed: int = 0,
+    tie_word_embeddings: bool = True,
+) -> Qwen2ForCausalLM:
+    """A randomly initialised Qwen2 causal LM sized for ``tokenizer`` (seeded, fp32).
+
+    The defaults (64 wide, 2 layers, 2k vocabulary) give about 0.2M parameters: fast
+    enough for tests; the CPU demo uses a few million.
+    """
+    if hidden_size % heads != 0:
+        raise ValueError(f"hidden_size ({hidden_size}) must be a multiple of heads ({heads})")
+    if heads % kv_heads != 0:
+        raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size or 4 * hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=max_position_embeddings,
+        tie_word_embeddings=tie_word_embeddings,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        use_cache=True,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model

@@ -1,0 +1,146 @@
+"""Multi-turn rollouts through MultiTaskVectorEnv: token-in/token-out layout, masks, limits."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
+
+from agentgym_eppo.core import Status  # noqa: E402
+from agentgym_eppo.trainer.chat import action_text, observation_token_ids  # noqa: E402
+from agentgym_eppo.trainer.engine import HFGenerateEngine  # noqa: E402
+from agentgym_eppo.trainer.rollout import (  # noqa: E402
+    RolloutLimits,
+    play_episodes,
+    slot_info,
+    start_episode,
+)
+from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer  # noqa: E402
+from agentgym_eppo.vector import MultiTaskVectorEnv  # noqa: E402
+
+pytestmark = pytest.mark.train
+LOOKUP = "trainer_test_envs:Lookup-v0"
+
+
+class ExpertReplayEngine:
+    """A rollout engine that writes the expert's turn (asks the env for it): a stand-in
+    policy that plays perfectly, so the rollout's bookkeeping can be checked exactly."""
+
+    def __init__(self, venv, tokenizer, cut_after=None):
+        self.venv, self.tokenizer, self.cut_after = venv, tokenizer, cut_after
+        self.contexts = []
+
+    def generate(self, contexts, max_new_tokens, temperature):
+        self.contexts.append([list(c) for c in contexts])
+        running = [i for i in range(self.venv.num_envs) if self.venv.running[i]]
+        actions = self.venv.call_some(running, "expert_action")
+        outputs = []
+        for action, budget in zip(actions, max_new_tokens, strict=True):
+            ids = self.tokenizer.encode(
+                action_text(action) + "<|im_end|>", add_special_tokens=False
+            )
+            outputs.append(ids[: min(budget, self.cut_after or budget)])
+        return outputs
+
+    def update_weights(self, model):
+        pass
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    texts = ["Open the box, then say its word.", '{"name": "open", "arguments": {"box": "box1"}}']
+    return build_tokenizer(texts * 20, vocab_size=400)
+
+
+@pytest.fixture
+def venv():
+    env = MultiTaskVectorEnv({LOOKUP: 2}, group_size=2, backend="serial", seed=0)
+    yield env
+    env.close()
+
+
+def _start(venv, tokenizer):
+    observations, infos = venv.reset(seed=0)
+    return [
+        start_episode(tokenizer, i, observations[i], slot_info(infos, i))
+        for i in range(venv.num_envs)
+    ]
+
+
+def test_episode_is_prompt_then_sampled_tokens_then_env_reply_tokens(venv, tokenizer):
+    episodes = _start(venv, tokenizer)
+    prompt = list(episodes[0].transcript.tokens)
+    engine = ExpertReplayEngine(venv, tokenizer)
+    play_episodes(venv, episodes, engine, tokenizer, RolloutLimits(64, 4096, 0.8))
+    episode = episodes[0]
+    assert episode.status == "completed" and episode.success and episode.reward == 1.0
+    assert episode.turns == 2
+    assert episode.group == episodes[1].group  # one GRPO group, one instance
+    record = venv.trajectory(0)
+    word = record[1]["observation"]
+    open_turn = tokenizer.encode(str(record[1]["action"]) + "<|im_end|>", add_special_tokens=False)
+    say_turn = tokenizer.encode(str(record[2]["action"]) + "<|im_end|>", add_special_tokens=False)
+    reply = observation_token_ids(tokenizer, word)
+    expected = prompt + open_turn + reply + say_turn
+    assert episode.transcript.tokens == expected
+    assert episode.transcript.mask == [0] * len(prompt) + [1] * len(open_turn) + [0] * len(
+        reply
+    ) + [1] * len(say_turn)
+    # the second turn was generated from exactly the tokens of the first (never re-tokenized)
+    assert engine.contexts[1][0] == prompt + open_turn + reply
+
+
+def test_context_overflow_ends_the_episode_as_agent_context_limit(venv, tokenizer):
+    episodes = _start(venv, tokenizer)
+    prompt_length = len(episodes[0].transcript)
+    engine = ExpertReplayEngine(venv, tokenizer)
+    # room for the first turn, not for the reply and a second turn
+    play_episodes(venv, episodes, engine, tokenizer, RolloutLimits(64, prompt_length + 30, 0.8))
+    for episode in episodes:
+        assert episode.status == Status.AGENT_CONTEXT_LIMIT.value
+        assert episode.reward == pytest.approx(-0.2)
+        assert len(episode.transcript) <= prompt_length + 30
+
+
+def test_a_turn_cut_by_the_token_limit_is_closed_with_a_template_token(venv, tokenizer):
+    episodes = _start(venv, tokenizer)
+    prompt_length = len(episodes[0].transcript)
+    engine = ExpertReplayEngine(venv, tokenizer, cut_after=3)
+    play_episodes(venv, episodes, engine, tokenizer, RolloutLimits(3, 4096, 0.8))
+    episode = episodes[0]
+    assert episode.status == Status.AGENT_INVALID_ACTION.value
+    assert episode.transcript.mask[prompt_length:] == [1, 1, 1, 0]
+    assert episode.transcript.tokens[-1] == tokenizer.eos_token_id
+
+
+def test_hf_engine_respects_each_rows_budget_and_stops_at_end_of_turn(tokenizer):
+    torch.set_num_threads(1)
+    model = build_tiny_model(tokenizer, hidden_size=32, layers=1, heads=2, kv_heads=1, seed=2)
+    engine = HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id, batch_size=2)
+    contexts = [[5, 6, 7], [5], [9, 9, 9, 9]]
+    outputs = engine.generate(contexts, [4, 1, 2], temperature=0.8)
+    assert [len(o) <= b for o, b in zip(outputs, [4, 1, 2], strict=True)] == [True] * 3
+    # all-zero logits: greedy picks token 0; call that the end-of-turn token
+    untied = build_tiny_model(
+        tokenizer, hidden_size=32, layers=1, heads=2, kv_heads=1, tie_word_embeddings=False
+    )
+    with torch.no_grad():
+        untied.lm_head.weight.zero_()
+    stopping = HFGenerateEngine(untied, eos_token_id=0, pad_token_id=tokenizer.pad_token_id)
+    assert stopping.generate(contexts, [4, 1, 2], temperature=0.0) == [[0], [0], [0]]
+
+
+def test_hf_engine_greedy_is_deterministic_and_sampling_is_seeded(tokenizer):
+    torch.set_num_threads(1)
+    model = build_tiny_model(tokenizer, hidden_size=32, layers=1, heads=2, kv_heads=1, seed=1)
+    engine = HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    contexts = [[5, 6, 7, 8], [9, 10]]
+    assert engine.generate(contexts, [6, 6], 0.0) == engine.generate(contexts, [6, 6], 0.0)
+    torch.manual_seed(3)
+    first = engine.generate(contexts, [6, 3], 0.8)
+    torch.manual_seed(3)
+    assert engine.generate(contexts, [6, 3], 0.8) == first
+    assert len(first[1]) <= 3

@@ -1,0 +1,262 @@
+"""The training loop: policy update, SFT warm start, exact resume, config, metrics, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
+
+from agentgym_eppo.trainer.batching import micro_batches, token_logprobs  # noqa: E402
+from agentgym_eppo.trainer.chat import Transcript  # noqa: E402
+from agentgym_eppo.trainer.cli import main as cli_main  # noqa: E402
+from agentgym_eppo.trainer.clip_policies import EPPOClip, FixedClip  # noqa: E402
+from agentgym_eppo.trainer.config import load_config  # noqa: E402
+from agentgym_eppo.trainer.pacer import EPPOPacer  # noqa: E402
+from agentgym_eppo.trainer.rollout import Episode  # noqa: E402
+from agentgym_eppo.trainer.run import run_training  # noqa: E402
+from agentgym_eppo.trainer.sft import ExpertEpisode, expert_transcript, sft_train  # noqa: E402
+from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer  # noqa: E402
+from agentgym_eppo.trainer.update import PolicyUpdater, UpdateSettings  # noqa: E402
+
+pytestmark = pytest.mark.train
+TASKS = "{trainer_test_envs:Echo-v0: 4, trainer_test_envs:Lookup-v0: 4}"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer(["Say apple. Call say with the word."] * 20, vocab_size=400)
+
+
+def _model(tokenizer, seed=0):
+    torch.set_num_threads(1)
+    return build_tiny_model(tokenizer, hidden_size=32, layers=1, heads=2, kv_heads=1, seed=seed)
+
+
+def _episode(task, group, tokens, mask, reward):
+    return Episode(0, task, group, "s", Transcript(list(tokens), list(mask)), reward=reward)
+
+
+def _mean_logprob(model, transcript):
+    batch = micro_batches([transcript], [0], 4096, 0)[0]
+    with torch.no_grad():
+        return float(token_logprobs(model, batch)[0].mean())
+
+
+def test_update_makes_the_rewarded_episode_likelier_and_the_punished_one_less(tokenizer):
+    model = _model(tokenizer)
+    good = _episode("echo", "g", [5, 6, 7, 8, 9], [0, 0, 1, 1, 1], reward=1.0)
+    bad = _episode("echo", "g", [5, 6, 10, 11, 12], [0, 0, 1, 1, 1], reward=-0.2)
+    before = (_mean_logprob(model, good.transcript), _mean_logprob(model, bad.transcript))
+    updater = PolicyUpdater(
+        model,
+        torch.optim.AdamW(model.parameters(), lr=1e-2),
+        FixedClip(),
+        UpdateSettings(kl_coef=0.0, temperature=1.0),
+        pad_token_id=0,
+    )
+    result = updater.step([good, bad], torch.Generator().manual_seed(0))
+    assert result.advantages == pytest.approx([1.0, -1.0], abs=1e-5)
+    assert result.tokens == 6 and result.task_tokens == {"echo": 6}
+    assert result.task_clip_eps == {"echo": 0.2}
+    assert _mean_logprob(model, good.transcript) > before[0]
+    assert _mean_logprob(model, bad.transcript) < before[1]
+
+
+def test_eppo_update_reports_paced_clip_ranges_and_clips_off_policy_mini_batches(tokenizer):
+    model = _model(tokenizer)
+    episodes = [
+        _episode(task, f"{task}:{k // 2}", [5, 6, 7 + k, 8, 9 + k], [0, 0, 1, 1, 1], reward=k % 2)
+        for task in ("echo", "lookup")
+        for k in range(4)
+    ]
+    updater = PolicyUpdater(
+        model,
+        torch.optim.AdamW(model.parameters(), lr=0.5),
+        EPPOClip(EPPOPacer()),
+        UpdateSettings(kl_coef=1e-4, temperature=1.0, mini_batches=4, ppo_epochs=2),
+        pad_token_id=0,
+        ref_model=_model(tokenizer),
+    )
+    first = updater.step(episodes, torch.Generator().manual_seed(0))
+    assert first.task_clip_eps == {"echo": 0.2, "lookup": 0.2}  # first measurement: eps0
+    assert set(first.task_entropy) == {"echo", "lookup"}
+    # with a huge learning rate later mini-batches are far off-policy: the clip bites
+    assert max(first.task_clip_fraction.values()) > 0
+    second = updater.step(episodes, torch.Generator().manual_seed(1))
+    assert all(0.15 <= eps <= 0.3 for eps in second.task_clip_eps.values())
+
+
+def test_expert_transcript_trains_only_on_the_experts_turns(tokenizer):
+    episode = ExpertEpisode(
+        "lookup",
+        "train-0",
+        "Open the box.",
+        [],
+        "The word is in box1.",
+        actions=[
+            '<tool_call>\n{"name": "open", "arguments": {"box": "box1"}}\n</tool_call>',
+            "say",
+        ],
+        observations=["apple", "right"],
+    )
+    transcript = expert_transcript(tokenizer, episode)
+    written = [t for t, m in zip(transcript.tokens, transcript.mask, strict=True) if m]
+    assert tokenizer.decode(written) == episode.actions[0] + "<|im_end|>say<|im_end|>"
+    assert "<tool_response>\napple\n</tool_response>" in tokenizer.decode(transcript.tokens)
+    assert "right" not in tokenizer.decode(transcript.tokens)  # the last reply ends the episode
+
+
+def test_sft_lowers_the_loss_on_expert_turns(tokenizer):
+    model = _model(tokenizer)
+    transcripts = [Transcript([5, 6, 7, 8, 9, 10], [0, 0, 1, 1, 1, 1]) for _ in range(4)]
+    losses = sft_train(
+        model,
+        transcripts,
+        epochs=10,
+        lr=1e-2,
+        batch_episodes=4,
+        micro_batch_tokens=64,
+        pad_token_id=0,
+    )
+    assert len(losses) == 10
+    assert losses[-1] < losses[0] / 2
+
+
+def _config(tmp_path: Path, *extra: str):
+    return load_config(
+        None,
+        [
+            f"output_dir={tmp_path}",
+            f"tasks={TASKS}",
+            "rollout.group_size=4",
+            "rollout.backend=serial",
+            "rollout.max_tokens_per_turn=24",
+            "rollout.max_context=512",
+            "model.vocab_size=400",
+            "model.hidden_size=32",
+            "model.layers=1",
+            "model.heads=2",
+            "model.kv_heads=1",
+            "sft.episodes_per_task=4",
+            "sft.epochs=2",
+            "sft.batch_episodes=4",
+            "rl.steps=2",
+            "rl.lr=1e-3",
+            "rl.mini_batches=2",
+            "rl.save_every=1",
+            "progress=false",
+            "tensorboard=false",
+            "bf16=false",
+            *extra,
+        ],
+    )
+
+
+@pytest.mark.slow
+def test_a_run_killed_after_a_step_resumes_to_the_same_next_step(tmp_path):
+    straight = run_training(_config(tmp_path / "straight"))
+    interrupted = _config(tmp_path / "resumed")
+    run_training(interrupted, stop_after_step=1)
+    assert not (tmp_path / "resumed" / "eval_after_rl.json").exists()
+    resumed = run_training(_config(tmp_path / "resumed", "resume=true"))
+
+    def weights(run):
+        from safetensors.torch import load_file
+
+        return load_file(str(run / "checkpoints" / "step_2" / "model.safetensors"))
+
+    a, b = weights(straight), weights(resumed)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+    def records(run):
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        out = []
+        for line in lines:
+            record = json.loads(line)
+            record["global"] = {k: v for k, v in record["global"].items() if "seconds" not in k}
+            out.append(record)
+        return out
+
+    assert [r["step"] for r in records(resumed)] == [1, 2]
+    assert records(resumed) == records(straight)
+    for stage in ("before_sft", "after_sft", "after_rl"):
+        result = json.loads((straight / f"eval_{stage}.json").read_text())
+        assert result["split"] == "dev" and set(result["tasks"]) == {"echo", "lookup"}
+        assert result["tasks"]["echo"]["n"] == 3
+    step = records(straight)[0]
+    assert set(step["tasks"]) == {"echo", "lookup"}
+    assert {
+        "entropy",
+        "entropy_ema",
+        "collapse_ratio",
+        "zscore",
+        "clip_eps",
+        "clip_fraction",
+        "success",
+        "reward",
+        "episode_length",
+        "aborts",
+        "tokens",
+    } <= set(step["tasks"]["echo"])
+
+
+def test_config_reads_yaml_and_applies_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("seed: 3\nclip:\n  policy: dcpo\nrl:\n  steps: 5\n  lr: 1e-5\n")
+    config = load_config(path, ["rl.steps=7", "clip.eppo.taskwise=false"])
+    assert (config.seed, config.clip.policy, config.rl.steps, config.rl.lr) == (3, "dcpo", 7, 1e-5)
+    assert config.clip.eppo.taskwise is False
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "clip.policy=ppo",
+            r"clip.policy must be one of \('fixed', 'eppo', 'dapo', 'dcpo', 'bapo'\)",
+        ),
+        ("algorithm.advantage=gae", r"algorithm.advantage must be one of \('grpo', 'rloo'\)"),
+        ("rl.stepz=3", r"unknown config key rl.stepz; known: "),
+        (
+            "tasks={db: 6}",
+            r"tasks.db = 6 slots must be a positive multiple of rollout.group_size \(8\)",
+        ),
+        ("rl.steps=many", r"rl.steps: expected int, got 'many'"),
+        ("seed", r"an override is key=value"),
+    ],
+)
+def test_bad_config_values_are_clear_errors(override, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        load_config(None, [override])
+
+
+def test_cli_evaluates_a_saved_checkpoint(tmp_path, tokenizer, capsys):
+    model = _model(tokenizer)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    output = tmp_path / "eval.json"
+    code = cli_main(
+        [
+            "eval",
+            "--checkpoint",
+            str(tmp_path),
+            "--tasks",
+            "trainer_test_envs:Echo-v0",
+            "--max-tokens",
+            "8",
+            "--output",
+            str(output),
+        ]
+    )
+    assert code == 0
+    result = json.loads(output.read_text())
+    assert result["tasks"]["echo"]["n"] == 3
+    assert sum(result["tasks"]["echo"]["statuses"].values()) == 3
+    assert json.loads(capsys.readouterr().out) == result
