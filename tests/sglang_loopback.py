@@ -88,7 +88,9 @@ class LoopbackSGLang:
                 "prompt_tokens": len(input_ids),
                 "completion_tokens": len(ids),
                 "finish_reason": reason,
-                "output_token_logprobs": [[lp, t, None] for lp, t in zip(logprobs, ids, strict=True)],
+                "output_token_logprobs": [
+                    [lp, t, None] for lp, t in zip(logprobs, ids, strict=True)
+                ],
             },
         }
 
@@ -143,6 +145,8 @@ class LoopbackSGLang:
                     self._answer(200, {"success": False, "message": f"Failed to load: {error}"})
                     return
                 server.model = model.eval()
-                self._answer(200, {"success": True, "message": "Succeeded to update model weights."})
+                self._answer(
+                    200, {"success": True, "message": "Succeeded to update model weights."}
+                )
 
         return Handler

@@ -91,7 +91,9 @@ def test_sampled_turns_carry_the_log_probs_the_trainer_recomputes(server, model,
     assert [len(s.tokens) for s in samples] == [len(s.logprobs) for s in samples]
     for context, sample in zip(CONTEXTS, samples, strict=True):
         assert 1 <= len(sample.tokens) <= 6
-        assert sample.finish_reason == ("stop" if sample.tokens[-1] == tokenizer.eos_token_id else "length")
+        assert sample.finish_reason == (
+            "stop" if sample.tokens[-1] == tokenizer.eos_token_id else "length"
+        )
         expected = _recomputed_logprobs(model, context, sample.tokens, 0.8)
         assert torch.tensor(sample.logprobs) == pytest.approx(expected, abs=1e-4)
     assert engine.last_samples == []  # generate_samples does not touch the turn record

@@ -57,7 +57,9 @@ class EngineConfig:
         "in-process sglang.Engine (gpu extra); sglang-server: an SGLang server over HTTP.",
         "hf",
     )
-    url: str = _help("Base URL of the SGLang server (kind=sglang-server).", "http://127.0.0.1:30000")
+    url: str = _help(
+        "Base URL of the SGLang server (kind=sglang-server).", "http://127.0.0.1:30000"
+    )
     weight_sync: str = _help(
         "How new weights reach SGLang: disk (save, then /update_weights_from_disk; works "
         "across machines sharing a file system) or tensor (in-process engine only).",
@@ -116,7 +118,9 @@ class ScaleConfig:
         if not 0.0 <= self.engine.stale_share < 1.0 or self.engine.stale_every < 1:
             raise ValueError("engine.stale_share must be in [0, 1) and engine.stale_every >= 1")
         if not 0 < self.ray.env_worker_cpus <= 64:
-            raise ValueError(f"ray.env_worker_cpus must be in (0, 64], got {self.ray.env_worker_cpus}")
+            raise ValueError(
+                f"ray.env_worker_cpus must be in (0, 64], got {self.ray.env_worker_cpus}"
+            )
         if self.ray.rollout_actors < 1 or self.ray.trainer_ranks < 1:
             raise ValueError("ray.rollout_actors and ray.trainer_ranks must be >= 1")
         if self.ray.get_timeout_s <= 0:

@@ -174,7 +174,9 @@ class SGLangServerEngine(_SGLangEngineBase):
         self.sync_dir = Path(sync_dir) if sync_dir is not None else None
         self.timeout_s = float(timeout_s)
 
-    def _post(self, path: str, payload: Mapping[str, Any] | None = None, as_json: bool = True) -> Any:
+    def _post(
+        self, path: str, payload: Mapping[str, Any] | None = None, as_json: bool = True
+    ) -> Any:
         """POST ``payload`` to ``path``; the decoded JSON answer (or the raw text)."""
         data = json.dumps(payload or {}).encode("utf-8")
         request = urllib.request.Request(
@@ -223,7 +225,9 @@ class SGLangServerEngine(_SGLangEngineBase):
         self.flush_cache()
         written = sum(p.stat().st_size for p in target.glob("*.safetensors"))
         self._remove_older_syncs(target)
-        self.last_sync = SyncRecord(written, time.perf_counter() - started, self.last_sync.syncs + 1)
+        self.last_sync = SyncRecord(
+            written, time.perf_counter() - started, self.last_sync.syncs + 1
+        )
 
     def _remove_older_syncs(self, keep: Path) -> None:
         assert self.sync_dir is not None
@@ -275,4 +279,3 @@ class SGLangInProcessEngine(_SGLangEngineBase):
 
     def shutdown(self) -> None:
         self._engine.shutdown()
-
