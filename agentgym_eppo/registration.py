@@ -10,7 +10,9 @@ from __future__ import annotations
 import gymnasium as gym
 
 ENVIRONMENTS: dict[str, tuple[str, str]] = {
+    "db": ("AgentBench-DB-v0", "agentgym_eppo.environments.db.env:DBEnv"),
     "kg": ("AgentBench-KG-v0", "agentgym_eppo.environments.kg.env:KGEnv"),
+    "webshop": ("AgentBench-WebShop-v0", "agentgym_eppo.environments.webshop.env:WebShopEnv"),
 }
 """``info["task_id"]`` -> (Gymnasium id, entry point ``module:Class``)."""
 

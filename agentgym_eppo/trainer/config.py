@@ -206,6 +206,11 @@ class TrainConfig:
             "help": "task_id (or env id) -> rollout slots, a multiple of rollout.group_size."
         },
     )
+    skip_unavailable_tasks: bool = _help(
+        "Drop (with a message) tasks whose environment is not registered in this install, "
+        "instead of failing; the demo uses it to run on whichever tasks exist.",
+        False,
+    )
     env_kwargs: dict[str, dict[str, Any]] = field(
         default_factory=dict, metadata={"help": "Constructor keywords per task."}
     )

@@ -445,6 +445,8 @@ def run_training(
     that step's checkpoint (tests of exact resume use it).
     """
     transformers_logging.disable_progress_bar()
+    if config.skip_unavailable_tasks:
+        config = _available_tasks_only(config, console or Console())
     trainer = Trainer(config, console)
     run_dir = trainer.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -483,6 +485,32 @@ def run_training(
         _diagnose(trainer)
         _print_summary(trainer, time.perf_counter() - started)
     return run_dir
+
+
+def _available_tasks_only(config: TrainConfig, console: Console) -> TrainConfig:
+    """``config`` without the tasks whose Gymnasium id is not registered (said aloud)."""
+    import gymnasium as gym
+
+    from agentgym_eppo.registration import ENVIRONMENTS
+
+    def available(name: str) -> bool:
+        env_id = ENVIRONMENTS[name][0] if name in ENVIRONMENTS else name
+        try:
+            gym.spec(env_id)
+        except gym.error.Error:
+            return False
+        return True
+
+    missing = [name for name in config.tasks if not available(name)]
+    if not missing:
+        return config
+    kept = {name: slots for name, slots in config.tasks.items() if name not in missing}
+    if not kept:
+        raise ValueError(f"none of the configured tasks is installed: {sorted(config.tasks)}")
+    console.print(f"[bold yellow]skipping tasks not installed here: {', '.join(missing)}[/]")
+    trimmed = copy.deepcopy(config)
+    trimmed.tasks = kept
+    return trimmed.validate()
 
 
 def _with_steps(config: TrainConfig, steps: int) -> TrainConfig:
