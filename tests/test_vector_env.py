@@ -351,3 +351,44 @@ def test_env_spec_accepts_a_factory() -> None:
         assert info["task_id"] == "count" and info["max_turns"] == 1
     finally:
         venv.close()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_backend_runs_the_same_api_and_restarts_a_dead_actor() -> None:
+    pytest.importorskip("ray")
+    before = _vector_temp_dirs()
+    venv = MultiTaskVectorEnv(
+        {GUESS: 2, COUNT: 2}, group_size=2, backend="ray", backend_options={"num_cpus": 2}
+    )
+    try:
+        _, infos = venv.reset(seed=0)
+        assert infos["task_id"].tolist() == ["guess", "guess", "count", "count"]
+        expert = venv.call_some([2], "expert_action")[0]
+        outcomes = venv.step_some([2, 0], [expert, DIE])
+        assert outcomes[0].reward == 1.0 and outcomes[0].info["status"] == "completed"
+        assert outcomes[1].info["status"] == "task_error" and outcomes[1].info["worker_restarted"]
+        assert outcomes[1].info["error"].startswith("ray actor died")
+        venv.reset_some([0])
+        assert venv.step_some([0], [say("x")])[0].observation == "not x"
+    finally:
+        venv.close()
+    import ray
+
+    assert not ray.is_initialized()
+    assert _vector_temp_dirs() == before
+
+
+@pytest.mark.parametrize("backend", ["serial", "subprocess"])
+def test_expert_action_lets_each_slots_expert_act_inside_its_worker(backend: str) -> None:
+    from agentgym_eppo.vector import EXPERT_ACTION
+
+    venv = MultiTaskVectorEnv({GUESS: 2, COUNT: 2}, group_size=2, backend=backend)
+    try:
+        venv.reset(seed=0)
+        outcomes = venv.step_some(range(4), [EXPERT_ACTION] * 4)
+        assert [o.reward for o in outcomes] == [1.0] * 4
+        words = [o.info["expert_action"]["arguments"]["word"] for o in outcomes]
+        assert [venv.trajectory(i)[1]["action"] for i in range(4)] == [say(w) for w in words]
+    finally:
+        venv.close()

@@ -1,13 +1,14 @@
 """MultiTaskVectorEnv and its worker back-ends (serial, subprocess, Ray)."""
 
 from .env import MultiTaskVectorEnv
-from .host import EnvSpec
+from .host import EXPERT_ACTION, EnvSpec
 from .outcome import StepOutcome
 from .sampling import InstanceStream, interleaved_schedule
 from .workers import BACKENDS, WorkerError
 
 __all__ = [
     "BACKENDS",
+    "EXPERT_ACTION",
     "EnvSpec",
     "InstanceStream",
     "MultiTaskVectorEnv",

@@ -256,7 +256,10 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
     # ------------------------------------------------------------------ LLM-rollout API
 
     def step_some(self, indices: Sequence[int], actions: Sequence[Any]) -> list[StepOutcome]:
-        """Step only the named slots (each must be running); outcomes in ``indices`` order."""
+        """Step only the named slots (each must be running); outcomes in ``indices`` order.
+
+        An action may be :data:`~agentgym_eppo.vector.EXPERT_ACTION`: the slot's expert acts.
+        """
         self.submit_steps(indices, actions)
         return self._collect_all(indices)
 
@@ -431,6 +434,8 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
         observation, reward, terminated, truncated, info = value
         slot = self._slots[index]
         info = {**info, "group": slot.group_key}
+        if "expert_action" in info:
+            action = info["expert_action"]
         slot.turn = int(info.get("turn", slot.turn + 1))
         slot.observation = observation
         slot.trajectory.append(

@@ -19,6 +19,22 @@ import gymnasium as gym
 from agentgym_eppo.core import ABORT_PENALTY, Status
 
 
+class _ExpertAction:
+    """The type of :data:`EXPERT_ACTION`."""
+
+    def __repr__(self) -> str:
+        return "EXPERT_ACTION"
+
+    def __reduce__(self) -> str:
+        return "EXPERT_ACTION"  # unpickles to the module's one instance
+
+
+EXPERT_ACTION = _ExpertAction()
+"""An action that makes the sub-env take its expert's next action, inside the worker
+(no round trip to ask for it): for scripted baselines, SFT data and benchmarks. The
+action taken comes back as ``info["expert_action"]``."""
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     """How to build one sub-environment: a Gymnasium id (``module:Id`` imports the
@@ -85,7 +101,12 @@ class EnvHost:
         env = self.envs[request.slot]
         command, payload = request.command, request.payload
         if command == "step":
-            observation, reward, terminated, truncated, info = env.step(payload)
+            action = payload
+            if isinstance(payload, _ExpertAction):
+                action = env.unwrapped.expert_action()  # type: ignore[attr-defined]
+            observation, reward, terminated, truncated, info = env.step(action)
+            if action is not payload:
+                info = {**info, "expert_action": action}
             return observation, float(reward), bool(terminated), bool(truncated), info
         if command == "reset":
             return env.reset(**payload)

@@ -4,7 +4,9 @@ Each worker is an actor holding an :class:`~agentgym_eppo.vector.host.EnvHost`;
 requests are actor calls, replies are collected with ``ray.wait`` as they finish. An
 actor that dies (node lost, process killed) surfaces as ``RayActorError`` and becomes a
 :class:`~agentgym_eppo.vector.workers.base.WorkerLost`. Ray is started here (with
-``num_cpus`` CPUs) only when no Ray runtime is up, and shut down again on ``close``.
+``num_cpus`` CPUs and the caller's ``sys.path``) only when no Ray runtime is up, and
+shut down again on ``close``; on a cluster you start, the env ids' modules must be
+importable on every node.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -60,8 +63,12 @@ class RayPool(WorkerPool):
         self._ray = ray
         self._started_ray = False
         if not ray.is_initialized():
+            # Like multiprocessing's spawn, the local workers see the caller's import
+            # path, so that env ids of the form "module:Id" resolve there too.
+            import_path = os.pathsep.join(path for path in sys.path if path)
             ray.init(
                 num_cpus=num_cpus or os.cpu_count() or 1,
+                runtime_env={"env_vars": {"PYTHONPATH": import_path}},
                 include_dashboard=False,
                 log_to_driver=False,
                 configure_logging=False,

@@ -184,13 +184,11 @@ class SubprocessPool(WorkerPool):
         dead: set[int] = set()
         for ready in wait(list(waitables), timeout):
             kind, worker = waitables[ready]
-            if kind == "reply":
-                dead_now = self._drain(worker, events)
-            else:
-                dead_now = self._drain(worker, events) or True
-            if dead_now:
+            if kind == "death" or not self._receive(worker, events):
                 dead.add(worker)
         for worker in sorted(dead):
+            while self._receive(worker, events, block=False):
+                pass  # replies sent just before the worker died still count
             process = self._processes[worker]
             if process is not None:
                 process.join(_STOP_TIMEOUT_S)  # the pipe closes just before the exit code is known
@@ -200,18 +198,21 @@ class SubprocessPool(WorkerPool):
             events.append(WorkerLost(worker, requests, _death_reason(code)))
         return events
 
-    def _drain(self, worker: int, events: list[Event]) -> bool:
-        """Read every reply the worker has sent; True if its pipe is closed (it died)."""
+    def _receive(self, worker: int, events: list[Event], *, block: bool = True) -> bool:
+        """Read one reply of a worker whose pipe is readable; False if the pipe is closed
+        (or, with ``block=False``, empty). One read per wake-up: ``wait`` reports the
+        pipe again while more replies are queued."""
         conn = self._conns[worker]
         assert conn is not None
         try:
-            while conn.poll():
-                reply: Reply = conn.recv()
-                self._pending[worker].pop(reply.request_id, None)
-                events.append(reply)
+            if not block and not conn.poll():
+                return False
+            reply: Reply = conn.recv()
         except (EOFError, OSError):
-            return True
-        return False
+            return False
+        self._pending[worker].pop(reply.request_id, None)
+        events.append(reply)
+        return True
 
 
 def _death_reason(exitcode: int | None) -> str:
