@@ -135,7 +135,7 @@ def test_a_failed_weight_load_is_an_engine_error(server, model, tokenizer, tmp_p
     answer = engine._post("/update_weights_from_disk", {"model_path": str(tmp_path / "missing")})
     assert answer["success"] is False and "Failed to load" in answer["message"]
     server.hidden_paths = True  # the server's machine does not see the trainer's sync_dir
-    with pytest.raises(EngineError, match="could not load the weights from .*sync-1"):
+    with pytest.raises(EngineError, match=r"could not load the weights from .*sync-1"):
         engine.update_weights(model)
     assert server.flushes == 0
     with pytest.raises(EngineError, match="needs a sync_dir"):
@@ -154,7 +154,7 @@ def test_unknown_paths_unreachable_and_silent_servers_are_engine_errors(tokenize
     with socket.socket() as silent:  # accepts connections, never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(1)
-        url = "http://127.0.0.1:{}".format(silent.getsockname()[1])
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
         with pytest.raises(EngineError, match="unreachable on /generate"):
             SGLangServerEngine(url, 0, timeout_s=0.5).generate([[1]], [1], 0.0)
 

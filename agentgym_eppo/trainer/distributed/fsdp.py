@@ -80,7 +80,7 @@ def shard_model(
     reshard_after_forward: bool = True,
 ) -> Scorer:
     """Cast ``model`` to ``dtype``, shard each decoder layer and the rest; return the root."""
-    model.to(dtype)
+    model.to(dtype)  # type: ignore[arg-type]
     if gradient_checkpointing:  # transformers 5 renamed it; 4.x has only the old name
         kwargs = {"use_reentrant": False}
         if hasattr(model, "activation_checkpointing_enable"):
@@ -88,7 +88,7 @@ def shard_model(
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     if torch.cuda.is_available():
-        model.to(torch.device("cuda", torch.cuda.current_device()))
+        model.to(torch.device("cuda", torch.cuda.current_device()))  # type: ignore[arg-type]
     for layer in model.get_decoder().layers:
         fully_shard(layer, reshard_after_forward=reshard_after_forward)
     scorer = Scorer(model)
@@ -216,7 +216,7 @@ class FSDPPolicyUpdater(PolicyUpdater):
         advantages = self.advantages(episodes)  # every rank holds every episode's reward
         result.advantages = advantages.tolist()
         task_names = sorted({episode.task_id for episode in episodes})
-        local_sum = defaultdict(float)
+        local_sum: dict[str, float] = defaultdict(float)
         for episode, ent in zip(episodes, scored.entropy, strict=True):
             local_sum[episode.task_id] += float(ent.sum())
         sums = _all_sum([local_sum[t] for t in task_names])
