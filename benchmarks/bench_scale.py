@@ -160,6 +160,63 @@ def generation(tokenizer, rows: list[str]) -> None:
     print(rows[-2:], flush=True)
 
 
+def training_steps(tokenizer, rows: list[str]) -> None:
+    """Whole RL steps (8 instant-env episodes, rollouts, update, weight sync): single
+    process (serial envs, in-process engine) vs Ray (env actors + one rollout actor)."""
+    from agentgym_eppo.trainer.clip_policies import FixedClip
+    from agentgym_eppo.trainer.distributed.config import ScaleConfig
+    from agentgym_eppo.trainer.distributed.launch import (
+        make_rollout_engine,
+        make_vector_env,
+        training_step,
+    )
+    from agentgym_eppo.trainer.rollout import RolloutLimits
+    from agentgym_eppo.trainer.update import PolicyUpdater, UpdateSettings
+
+    tasks = dict.fromkeys(INSTANT_IDS, ENV_SLOTS // len(INSTANT_IDS))
+    # greedy turns: both setups play the same episodes (same weights, same actions)
+    limits = RolloutLimits(max_tokens_per_turn=16, max_context=2048, temperature=0.0)
+    setups = {
+        "single process (serial envs, in-process HF engine)": ScaleConfig(),
+        "Ray (env actors at 0.05 CPU, one HF rollout actor)": ScaleConfig(
+            ray=RayConfig(address="auto", rollout_actor_cpus=0.5, get_timeout_s=300)
+        ),
+    }
+    base = None
+    for label, scale in setups.items():
+        model = build_tiny_model(tokenizer, hidden_size=64, layers=2, heads=2, kv_heads=1)
+        venv = make_vector_env(scale, tasks, 2, {}, seed=0, backend="serial")
+        engine = make_rollout_engine(scale, model, tokenizer, tempfile.gettempdir())
+        updater = PolicyUpdater(
+            model,
+            torch.optim.AdamW(model.parameters(), lr=1e-3),
+            FixedClip(),
+            UpdateSettings(kl_coef=0.0, temperature=1.0),
+            tokenizer.pad_token_id,
+        )
+        try:
+            training_step(venv, engine, updater, tokenizer, limits, 0, "compact")  # warm-up
+            times, turns = [], 0
+            for seed in range(1, ROUNDS + 1):
+                started = time.perf_counter()
+                episodes, _ = training_step(
+                    venv, engine, updater, tokenizer, limits, seed, "compact"
+                )
+                times.append(time.perf_counter() - started)
+                turns += sum(e.turns for e in episodes)
+            seconds = statistics.median(times)
+        finally:
+            close = getattr(engine, "close", None)
+            if close is not None:
+                close()
+            venv.close()
+        base = base or seconds
+        rows.append(
+            f"| {label} | {turns / ROUNDS:.1f} | {seconds * 1e3:.0f} | {(seconds - base) * 1e3:+.0f} |"
+        )
+        print(rows[-1], flush=True)
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -181,6 +238,7 @@ def main() -> None:
     sync_rows: list[str] = []
     env_rows: list[str] = []
     gen_rows: list[str] = []
+    step_rows: list[str] = []
     try:
         print("weight sync", flush=True)
         weight_sync(tokenizer, sync_rows)
@@ -188,6 +246,8 @@ def main() -> None:
         env_steps(env_rows)
         print("generation", flush=True)
         generation(tokenizer, gen_rows)
+        print("training steps", flush=True)
+        training_steps(tokenizer, step_rows)
     finally:
         ray.shutdown()
     text = "\n".join([
@@ -225,6 +285,15 @@ def main() -> None:
         "| engine | ms per turn | Ray cost (ms) |",
         "|---|---|---|",
         *gen_rows,
+        "",
+        f"## A whole RL step: single process vs Ray ({ENV_SLOTS} instant-env episodes of up to 8 "
+        "turns, 0.14M model, 16 tokens a turn, update, weight sync)",
+        "",
+        "Greedy turns, so both setups play the same episodes.",
+        "",
+        "| setup | turns per step | ms per step | Ray cost (ms) |",
+        "|---|---|---|---|",
+        *step_rows,
         "",
         "Not measured here (no GPU): SGLang throughput, NCCL weight broadcast, FSDP on GPUs; "
         "`benchmarks/gpu_check.py` measures those on a GPU machine and has not been run.",
