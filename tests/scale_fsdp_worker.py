@@ -3,7 +3,7 @@
 ``python scale_fsdp_worker.py OUT single`` runs the trainer's own
 :class:`PolicyUpdater`; ``torchrun --nproc_per_node 2 scale_fsdp_worker.py OUT fsdp``
 runs :class:`FSDPPolicyUpdater` (actor fp32 with gradient checkpointing, reference
-bf16). Both use SGD with lr 1 and no gradient clipping, so ``initial - updated``
+bf16); both come from ``make_policy_updater`` and the ``fsdp`` config section. Both use SGD with lr 1 and no gradient clipping, so ``initial - updated``
 parameters are exactly the gradients. Rank 0 (or the single process) saves the loss,
 the update's statistics and those gradients to OUT.
 """
@@ -17,9 +17,11 @@ import torch
 
 from agentgym_eppo.trainer.chat import Transcript
 from agentgym_eppo.trainer.clip_policies import FixedClip
+from agentgym_eppo.trainer.distributed.config import FSDPConfig, ScaleConfig
+from agentgym_eppo.trainer.distributed.launch import make_policy_updater
 from agentgym_eppo.trainer.rollout import Episode
 from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer
-from agentgym_eppo.trainer.update import PolicyUpdater, UpdateSettings
+from agentgym_eppo.trainer.update import UpdateSettings
 
 SETTINGS = UpdateSettings(
     kl_coef=0.05,
@@ -63,31 +65,24 @@ def main(out: str, mode: str) -> None:
     model, reference = model_and_reference()
     initial = {name: p.detach().clone() for name, p in model.named_parameters()}
     generator = torch.Generator().manual_seed(0)
+    scale = ScaleConfig(fsdp=FSDPConfig(enabled=mode != "single", backend="gloo"))
+    updater = make_policy_updater(
+        scale, model, reference, FixedClip(), SETTINGS, 0, lambda ps: torch.optim.SGD(ps, lr=1.0)
+    )
+    result = updater.step(batch(), generator)
     if mode == "single":
-        optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-        updater = PolicyUpdater(model, optimizer, FixedClip(), SETTINGS, 0, ref_model=reference)
-        result = updater.step(batch(), generator)
         updated = {name: p.detach() for name, p in model.named_parameters()}
     else:
-        from agentgym_eppo.trainer.distributed.fsdp import (
-            FSDPPolicyUpdater,
-            full_state_dict,
-            init_distributed,
-            shard_model,
-            shard_reference,
-        )
+        import torch.distributed as dist
 
-        rank, _ = init_distributed("gloo")
-        scorer = shard_model(model, gradient_checkpointing=True)
-        ref_scorer = shard_reference(reference, bf16=True)
-        optimizer = torch.optim.SGD(scorer.parameters(), lr=1.0)
-        updater = FSDPPolicyUpdater(scorer, optimizer, FixedClip(), SETTINGS, 0, ref_scorer)
-        result = updater.step(batch(), generator)
-        state = full_state_dict(scorer)
+        from agentgym_eppo.trainer.distributed.fsdp import FSDPPolicyUpdater, full_state_dict
+
+        assert isinstance(updater, FSDPPolicyUpdater)
+        state = full_state_dict(updater.scorer)
         updated = {name: state[f"model.{name}"] for name in initial}
-        torch.distributed.barrier()
-        if rank != 0:
-            torch.distributed.destroy_process_group()
+        dist.barrier()
+        if dist.get_rank() != 0:
+            dist.destroy_process_group()
             return
     torch.save(
         {

@@ -1,6 +1,7 @@
 """Choosing and wiring the scaled pieces from a :class:`~.config.ScaleConfig`.
 
-``make_rollout_engine`` picks the engine ``engine.kind`` names (in the trainer, in Ray
+``make_policy_updater`` gives the single-process update or its FSDP2 form
+(``fsdp.enabled``); ``make_rollout_engine`` picks the engine ``engine.kind`` names (in the trainer, in Ray
 actors when ``ray.address`` is set, or SGLang) and wraps it for off-policy sampling
 when ``engine.stale_share > 0``; ``make_vector_env`` puts the env workers in Ray actors
 with fractional CPUs when ``ray.address`` is set; ``training_step`` is one RL step over
@@ -9,17 +10,18 @@ them: reset, multi-turn rollouts, the policy update, the weight sync.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import PreTrainedModel
 
+from ..clip_policies import ClipPolicy
 from ..engine import HFGenerateEngine, RolloutEngine
 from ..engines.stale import SnapshotHFEngine, StaleMixEngine
 from ..rollout import Episode, RolloutLimits, play_episodes, slot_info, start_episode
-from ..update import PolicyUpdater, UpdateResult
+from ..update import PolicyUpdater, UpdateResult, UpdateSettings
 from .config import ScaleConfig
 
 
@@ -56,6 +58,8 @@ def make_rollout_engine(
                 initial,
                 eos,
                 SamplingSettings(e.top_p, e.top_k),
+                sync=e.weight_sync,
+                sync_dir=sync_dir / role,
                 mem_fraction_static=e.mem_fraction_static,
                 tp_size=e.tp_size,
             )
@@ -74,6 +78,38 @@ def make_rollout_engine(
     if e.stale_share == 0:
         return fresh
     return StaleMixEngine(fresh, build("stale"), e.stale_share, e.stale_every, seed)
+
+
+def make_policy_updater(
+    scale: ScaleConfig,
+    model: PreTrainedModel,
+    ref_model: PreTrainedModel | None,
+    clip_policy: ClipPolicy,
+    settings: UpdateSettings,
+    pad_token_id: int,
+    optimizer: Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer],
+) -> PolicyUpdater:
+    """The trainer's :class:`PolicyUpdater`, or with ``fsdp.enabled`` (under torchrun or
+    Ray trainer ranks) its FSDP2 form: the actor sharded in fp32 with gradient
+    checkpointing, the reference in bf16. ``optimizer`` builds the optimizer from the
+    parameters (after sharding: FSDP2 replaces them with sharded ones)."""
+    f = scale.fsdp
+    if not f.enabled:
+        return PolicyUpdater(
+            model, optimizer(model.parameters()), clip_policy, settings, pad_token_id, ref_model
+        )
+    from .fsdp import FSDPPolicyUpdater, init_distributed, shard_model, shard_reference
+
+    init_distributed(f.backend)
+    actor = shard_model(
+        model,
+        gradient_checkpointing=f.gradient_checkpointing,
+        reshard_after_forward=f.reshard_after_forward,
+    )
+    reference = shard_reference(ref_model, f.reference_bf16) if ref_model is not None else None
+    return FSDPPolicyUpdater(
+        actor, optimizer(actor.parameters()), clip_policy, settings, pad_token_id, reference
+    )
 
 
 def make_vector_env(

@@ -241,6 +241,8 @@ class SGLangServerEngine(_SGLangEngineBase):
 class SGLangInProcessEngine(_SGLangEngineBase):
     """A rollout engine holding an ``sglang.Engine`` in this process (``gpu`` extra).
 
+    ``sync``: ``tensor`` hands the tensors over (CUDA IPC on one machine, no disk);
+    ``disk`` saves a checkpoint under ``sync_dir`` and has the engine load it.
     ``engine_kwargs`` go to ``sglang.Engine`` (``mem_fraction_static``, ``tp_size``...);
     the tokenizer is skipped (token ids in and out).
     """
@@ -250,9 +252,15 @@ class SGLangInProcessEngine(_SGLangEngineBase):
         model_path: str | Path,
         eos_token_id: int,
         sampling: SamplingSettings | None = None,
+        sync: str = "tensor",
+        sync_dir: str | Path | None = None,
         **engine_kwargs: Any,
     ) -> None:
         super().__init__(eos_token_id, sampling)
+        if sync not in ("tensor", "disk") or (sync == "disk" and sync_dir is None):
+            raise ValueError(f"sync must be tensor, or disk with a sync_dir; got {sync!r}")
+        self.sync = sync
+        self.sync_dir = Path(sync_dir) if sync_dir is not None else None
         try:
             import sglang
         except ImportError as error:
@@ -270,11 +278,21 @@ class SGLangInProcessEngine(_SGLangEngineBase):
         return answer if isinstance(answer, list) else [answer]
 
     def update_weights(self, model: PreTrainedModel) -> None:
-        """Hand the policy's tensors to the engine (CUDA IPC on one machine), flush its cache."""
+        """Hand the policy's weights to the engine (tensors or a checkpoint), flush its cache."""
         started = time.perf_counter()
-        named = [(name, tensor.detach()) for name, tensor in model.state_dict().items()]
-        self._engine.update_weights_from_tensor(named_tensors=named, flush_cache=True)
-        size = sum(t.numel() * t.element_size() for _, t in named)
+        if self.sync == "disk":
+            assert self.sync_dir is not None
+            target = self.sync_dir / f"sync-{self.last_sync.syncs + 1}"
+            model.save_pretrained(target, safe_serialization=True)
+            ok, message = self._engine.update_weights_from_disk(str(target))[:2]
+            if not ok:
+                raise EngineError(f"SGLang could not load the weights from {target}: {message}")
+            self._engine.flush_cache()
+            size = sum(p.stat().st_size for p in target.glob("*.safetensors"))
+        else:
+            named = [(name, tensor.detach()) for name, tensor in model.state_dict().items()]
+            self._engine.update_weights_from_tensor(named_tensors=named, flush_cache=True)
+            size = sum(t.numel() * t.element_size() for _, t in named)
         self.last_sync = SyncRecord(size, time.perf_counter() - started, self.last_sync.syncs + 1)
 
     def shutdown(self) -> None:
