@@ -7,6 +7,9 @@ the module (``ray.init(num_cpus=2)``, about 3 s) and shut down at its end.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -149,6 +152,24 @@ def test_split_and_gather_keep_the_order():
     assert [len(p) for p in split_evenly(2, 4)] == [1, 1, 0, 0]
     with pytest.raises(ValueError, match="a piece of 2 came back with 1 answers"):
         gather_in_order(split_evenly(2, 1), [["x"]])
+
+
+@pytest.mark.slow
+def test_a_second_driver_joins_the_running_cluster_by_address(cluster):
+    address = ray.get_runtime_context().gcs_address
+    script = (
+        "import ray\n"
+        "from agentgym_eppo.trainer.distributed.config import RayConfig\n"
+        "from agentgym_eppo.trainer.distributed.ray_cluster import connect\n"
+        f"started = connect(RayConfig(address={address!r}))\n"
+        "print(started, ray.cluster_resources()['CPU'], ray.get_runtime_context().gcs_address)\n"
+        "ray.shutdown()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=os.environ
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "2.0", address]
 
 
 def test_single_process_config_has_nothing_to_join():
