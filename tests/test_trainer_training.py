@@ -153,6 +153,7 @@ def _config(tmp_path: Path, *extra: str):
             "progress=false",
             "tensorboard=false",
             "bf16=false",
+            "threads=1",
             *extra,
         ],
     )

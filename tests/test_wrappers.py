@@ -30,6 +30,13 @@ TOOLS = [
     {
         "type": "function",
         "function": {
+            "name": "commit_final_answer",
+            "parameters": {"type": "object", "properties": {"answers": {"type": "array"}}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
             "name": "bash_action",
             "parameters": {"type": "object", "properties": {"script": {"type": "string"}}},
         },
@@ -67,6 +74,10 @@ TOOLS = [
         ),
         ("Action: bash_action(42)", ("bash_action", {"script": "42"})),
         ("Action: teleport(home)", ("teleport", {})),
+        (
+            "Action: commit_final_answer(['1', 'x'])",
+            ("commit_final_answer", {"answers": ["1", "x"]}),
+        ),
     ],
 )
 def test_react_format_reads_action_lines(text: str, call: tuple[str, dict[str, str]]) -> None:
@@ -76,7 +87,7 @@ def test_react_format_reads_action_lines(text: str, call: tuple[str, dict[str, s
 def test_react_format_without_an_action_says_what_to_write() -> None:
     with pytest.raises(
         UnparseableCallError,
-        match=r"'Action: tool_name\(arguments\)' using one of: bash_action, intersection",
+        match=r"'Action: tool_name\(arguments\)' using one of: commit_final_answer, bash_action, intersection",
     ):
         ReActFormat().parse("I think the answer is 3.", TOOLS)
 
@@ -111,7 +122,7 @@ def test_agentbench_messages_put_the_tools_in_the_prompt_only_for_text_formats()
     ]
     react = agentbench_messages("task", info, "react")
     assert react[0]["content"].startswith(
-        "Find the word.\n\nYou can use these tools:\n- bash_action(script)"
+        "Find the word.\n\nYou can use these tools:\n- commit_final_answer(answers)\n- bash_action(script)"
     )
 
 

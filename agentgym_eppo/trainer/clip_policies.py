@@ -123,7 +123,9 @@ class EPPOClip(ClipPolicy):
         if missing:
             raise KeyError(f"no clip range for tasks {missing}: call begin_step with their entropy")
         per_task = torch.tensor(
-            [self._eps[name] for name in batch.task_names], dtype=batch.ratio.dtype
+            [self._eps[name] for name in batch.task_names],
+            dtype=batch.ratio.dtype,
+            device=batch.ratio.device,
         )
         eps = per_task[batch.task_index]
         return 1 - eps, 1 + eps
@@ -224,6 +226,3 @@ class BAPOClip(ClipPolicy):
         low, high = self.balance(batch.ratio, batch.advantages)
         self.last = (low, high)
         return torch.full_like(batch.ratio, low), torch.full_like(batch.ratio, high)
-
-
-CLIP_POLICIES = ("fixed", "eppo", "dapo", "dcpo", "bapo")

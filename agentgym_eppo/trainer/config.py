@@ -217,6 +217,7 @@ class TrainConfig:
     threads: int | None = _help(
         "torch.set_num_threads for the trainer (None leaves torch's default).", None
     )
+    device: str = _help("Where the policy runs: auto (cuda when available) | cpu | cuda.", "auto")
     bf16: bool | str = _help(
         "bf16 autocast: auto (on a GPU, or a CPU with avx512_bf16/AMX) | true | false.", "auto"
     )

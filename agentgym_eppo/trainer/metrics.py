@@ -66,10 +66,3 @@ class MetricsWriter:
         self._file.close()
         if self._tb is not None:
             self._tb.close()
-
-
-def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / METRICS_FILE
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

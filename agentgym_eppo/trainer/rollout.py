@@ -23,15 +23,6 @@ from .chat import Transcript, observation_token_ids, prompt_token_ids
 from .engine import RolloutEngine
 
 
-class StepResultLike(Protocol):
-    index: int
-    observation: str
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict[str, Any]
-
-
 class SlotEnv(Protocol):
     """The part of ``MultiTaskVectorEnv``'s rollout API the rollout loop uses."""
 

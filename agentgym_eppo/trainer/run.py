@@ -102,6 +102,10 @@ class Trainer:
         self.run_dir = Path(config.output_dir)
         self.console = console or Console()
         self.bf16 = resolve_bf16(config.bf16)
+        wanted = config.device
+        if wanted == "auto":
+            wanted = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(wanted)
         self.env_kwargs = env_kwargs_for(config)
         self.model: PreTrainedModel | None = None
         self.tokenizer: Any = None
@@ -113,7 +117,8 @@ class Trainer:
 
     def load_policy(self, path: str | Path) -> None:
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        self.model = model.to(self.device)  # type: ignore[arg-type]
 
     def build_policy(self, texts: Sequence[str]) -> None:
         m = self.config.model
@@ -128,6 +133,7 @@ class Trainer:
             max_position_embeddings=m.max_position_embeddings,
             seed=self.config.seed,
         )
+        self.model = self.model.to(self.device)  # type: ignore[arg-type]
         params = sum(p.numel() for p in self.model.parameters())
         self.log(
             f"built a tiny Qwen2: {params / 1e6:.2f}M parameters, vocabulary {len(self.tokenizer)}"
@@ -488,26 +494,41 @@ def run_training(
 
 
 def _available_tasks_only(config: TrainConfig, console: Console) -> TrainConfig:
-    """``config`` without the tasks whose Gymnasium id is not registered (said aloud)."""
+    """``config`` without the tasks that are not registered or cannot load the train and
+    eval splits here (each one said aloud, with the reason)."""
     import gymnasium as gym
 
     from agentgym_eppo.registration import ENVIRONMENTS
 
-    def available(name: str) -> bool:
+    kwargs = env_kwargs_for(config)
+
+    def problem(name: str) -> str | None:
         env_id = ENVIRONMENTS[name][0] if name in ENVIRONMENTS else name
         try:
             gym.spec(env_id)
         except gym.error.Error:
-            return False
-        return True
+            return "not installed"
+        for split in ("train", config.eval.split):
+            try:
+                env = gym.make(env_id, split=split, **kwargs.get(name, {}))
+                try:
+                    if env.unwrapped.num_tasks < 1:  # type: ignore[attr-defined]
+                        return f"{split} split is empty"
+                finally:
+                    env.close()
+            except Exception as error:  # any reason a task cannot run is a reason to skip it
+                return f"{split} split unavailable ({type(error).__name__}: {error})"
+        return None
 
-    missing = [name for name in config.tasks if not available(name)]
+    problems = {name: problem(name) for name in config.tasks}
+    missing = [name for name, reason in problems.items() if reason is not None]
     if not missing:
         return config
     kept = {name: slots for name, slots in config.tasks.items() if name not in missing}
     if not kept:
-        raise ValueError(f"none of the configured tasks is installed: {sorted(config.tasks)}")
-    console.print(f"[bold yellow]skipping tasks not installed here: {', '.join(missing)}[/]")
+        raise ValueError(f"none of the configured tasks can run here: {problems}")
+    for name in missing:
+        console.print(f"[bold yellow]skipping task {name}: {problems[name]}[/]")
     trimmed = copy.deepcopy(config)
     trimmed.tasks = kept
     return trimmed.validate()

@@ -206,17 +206,20 @@ class PolicyUpdater:
                         settings.bf16,
                     )
                     members = batch.members
-                    old = torch.cat([scored.old_logprobs[i] for i in members])
+                    device = logp.device
+                    old = torch.cat([scored.old_logprobs[i] for i in members]).to(device)
                     ref = (
-                        torch.cat([scored.ref_logprobs[i] for i in members])
+                        torch.cat([scored.ref_logprobs[i] for i in members]).to(device)
                         if scored.ref_logprobs is not None
                         else None
                     )
                     counts = torch.tensor([episodes[i].generated_tokens for i in members])
-                    adv = advantages[members].repeat_interleave(counts)
-                    owner_task = torch.tensor(
-                        [task_index[episodes[i].task_id] for i in members]
-                    ).repeat_interleave(counts)
+                    adv = advantages[members].repeat_interleave(counts).to(device)
+                    owner_task = (
+                        torch.tensor([task_index[episodes[i].task_id] for i in members])
+                        .repeat_interleave(counts)
+                        .to(device)
+                    )
                     ratio = torch.exp(logp.detach().float() - old)
                     lower, upper = self.clip_policy.bounds(
                         ClipTokens(owner_task, task_names, old, adv, ratio)

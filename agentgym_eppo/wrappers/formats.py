@@ -44,10 +44,11 @@ def _tool_names(tools: Sequence[Mapping[str, Any]]) -> list[str]:
     return [tool["function"]["name"] for tool in tools]
 
 
-def _parameter_names(tools: Sequence[Mapping[str, Any]], name: str) -> list[str] | None:
+def _parameters(tools: Sequence[Mapping[str, Any]], name: str) -> dict[str, Any] | None:
+    """The tool's parameter schemas by name, in order; None for an unknown tool."""
     for tool in tools:
         if tool["function"]["name"] == name:
-            return list(tool["function"].get("parameters", {}).get("properties", {}))
+            return dict(tool["function"].get("parameters", {}).get("properties", {}))
     return None
 
 
@@ -115,7 +116,10 @@ class ReActFormat(ToolCallFormat):
         for tool in tools:
             function = tool["function"]
             params = ", ".join(function.get("parameters", {}).get("properties", {}))
-            lines.append(f"- {function['name']}({params}): {function.get('description', '')}")
+            description = function.get("description", "")
+            lines.append(
+                f"- {function['name']}({params})" + (f": {description}" if description else "")
+            )
         return (
             "You can use these tools:\n"
             + "\n".join(lines)
@@ -143,28 +147,31 @@ class ReActFormat(ToolCallFormat):
                 f"using one of: {', '.join(_tool_names(tools))}"
             )
         name, inside = match.group(1), match.group(2).strip()
-        parameters = _parameter_names(tools, name)
+        parameters = _parameters(tools, name)
         if parameters is None:
             return {"name": name, "arguments": {}}  # the env names the unknown tool
         return {"name": name, "arguments": _react_arguments(inside, parameters)}
 
 
-def _react_arguments(inside: str, parameters: list[str]) -> dict[str, Any]:
+def _react_arguments(inside: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
     if not inside:
         return {}
+    names = list(parameters)
     parsed = _python_call_arguments(inside)
-    if len(parameters) == 1:
+    if len(names) == 1:
+        (name,) = names
         if parsed is not None and len(parsed[0]) == 1 and not parsed[1]:
             value = parsed[0][0]
-            return {parameters[0]: value if isinstance(value, str) else inside}
-        if parsed is not None and not parsed[0] and set(parsed[1]) == set(parameters):
+            wants_text = parameters[name].get("type", "string") == "string"
+            return {name: inside if wants_text and not isinstance(value, str) else value}
+        if parsed is not None and not parsed[0] and set(parsed[1]) == set(names):
             return parsed[1]
-        return {parameters[0]: inside}
+        return {name: inside}
     if parsed is None:
         values = [part.strip().strip("\"'") for part in _split_top_level(inside)]
-        return dict(zip(parameters, values, strict=False))
+        return dict(zip(names, values, strict=False))
     positional, keywords = parsed
-    return {**dict(zip(parameters, positional, strict=False)), **keywords}
+    return {**dict(zip(names, positional, strict=False)), **keywords}
 
 
 def _python_call_arguments(inside: str) -> tuple[list[Any], dict[str, Any]] | None:

@@ -12,9 +12,10 @@ import contextlib
 import multiprocessing
 import os
 import pickle
+import selectors
 import signal
 from collections.abc import Mapping, Sequence
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -41,16 +42,16 @@ def _worker_main(conn: Connection, specs: Mapping[int, EnvSpec], temp_dir: str) 
     try:
         while True:
             try:
-                request = conn.recv()
+                message = conn.recv()
             except (EOFError, OSError):  # the caller is gone
                 break
-            if request is None:
+            if message is None:
                 break
-            reply = host.handle(request)
+            reply = host.handle(Request(*message))
             try:
-                conn.send(reply)
+                conn.send((reply.slot, reply.request_id, reply.value, reply.error))
             except (pickle.PicklingError, TypeError, AttributeError) as error:
-                conn.send(Reply(reply.slot, reply.request_id, error=("PicklingError", str(error))))
+                conn.send((reply.slot, reply.request_id, None, ("PicklingError", str(error))))
     finally:
         host.close()
         conn.close()
@@ -74,6 +75,9 @@ class SubprocessPool(WorkerPool):
         self._processes: list[BaseProcess | None] = [None] * len(self.worker_slots)
         self._conns: list[Connection | None] = [None] * len(self.worker_slots)
         self._pending: list[dict[int, Request]] = [{} for _ in self.worker_slots]
+        # One long-lived selector over every pipe and process sentinel: registering them
+        # anew on each poll would cost more than the message itself.
+        self._selector = selectors.DefaultSelector()
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -113,6 +117,10 @@ class SubprocessPool(WorkerPool):
                     problem = f"could not build its envs: {ready.error[0]}: {ready.error[1]}"
                 else:
                     self.descriptions.update(ready.value)
+                    self._selector.register(conn, selectors.EVENT_READ, ("reply", worker))
+                    self._selector.register(
+                        process.sentinel, selectors.EVENT_READ, ("death", worker)
+                    )
         if problem is not None:
             self.close()
             raise WorkerError(f"worker {worker} {problem}")
@@ -133,10 +141,15 @@ class SubprocessPool(WorkerPool):
                     conn.send(None)
         for worker in range(len(self.worker_slots)):
             self._stop(worker, graceful=True)
+        self._selector.close()
         self._remove_temp_root()
 
     def _stop(self, worker: int, *, graceful: bool) -> None:
         process, conn = self._processes[worker], self._conns[worker]
+        for registered in (conn, process.sentinel if process is not None else None):
+            if registered is not None:
+                with contextlib.suppress(KeyError, ValueError):
+                    self._selector.unregister(registered)
         if process is not None:
             if graceful:
                 process.join(_STOP_TIMEOUT_S)
@@ -169,21 +182,17 @@ class SubprocessPool(WorkerPool):
         self._pending[worker][request.request_id] = request
         # A dead worker's pipe is broken; poll() reports the death through its sentinel.
         with contextlib.suppress(OSError):
-            conn.send(request)
+            # Plain tuples on the wire: pickling them costs less than dataclasses.
+            conn.send((request.slot, request.command, request.payload, request.request_id))
 
     def poll(self, timeout: float | None = None) -> list[Event]:
-        waitables: dict[Any, tuple[str, int]] = {}
-        for worker, (conn, process) in enumerate(zip(self._conns, self._processes, strict=True)):
-            if conn is None or process is None or not self._pending[worker]:
-                continue
-            waitables[conn] = ("reply", worker)
-            waitables[process.sentinel] = ("death", worker)
-        if not waitables:
+        """Replies as they come; a worker that died, busy or idle, is a WorkerLost."""
+        if not any(self._pending):
             return []
         events: list[Event] = []
         dead: set[int] = set()
-        for ready in wait(list(waitables), timeout):
-            kind, worker = waitables[ready]
+        for key, _ in self._selector.select(timeout):
+            kind, worker = key.data
             if kind == "death" or not self._receive(worker, events):
                 dead.add(worker)
         for worker in sorted(dead):
@@ -207,7 +216,7 @@ class SubprocessPool(WorkerPool):
         try:
             if not block and not conn.poll():
                 return False
-            reply: Reply = conn.recv()
+            reply = Reply(*conn.recv())
         except (EOFError, OSError):
             return False
         self._pending[worker].pop(reply.request_id, None)
