@@ -139,6 +139,20 @@ def make_vector_env(
     )
 
 
+def close_engine(engine: RolloutEngine, stop_ray: bool = False) -> None:
+    """Stop what ``make_rollout_engine`` started (actors, an in-process SGLang) and the
+    Ray runtime when this process started it."""
+    for part in (engine, getattr(engine, "fresh", None), getattr(engine, "stale", None)):
+        for name in ("close", "shutdown"):
+            stop = getattr(part, name, None)
+            if callable(stop):
+                stop()
+    if stop_ray:
+        import ray
+
+        ray.shutdown()
+
+
 def training_step(
     venv: Any,
     engine: RolloutEngine,
