@@ -47,6 +47,7 @@ SCALE = ScaleConfig(
         num_cpus=2,
         env_worker_cpus=0.05,
         rollout_actor_cpus=0.5,
+        trainer_ranks=2,
         trainer_rank_cpus=0.5,
         get_timeout_s=180,
     )
@@ -130,11 +131,12 @@ def test_an_actor_that_cannot_be_placed_is_a_bounded_timeout(cluster, tokenizer)
 def test_trainer_ranks_in_a_placement_group_match_the_single_process_update(cluster, tmp_path):
     import scale_fsdp_worker
 
-    from agentgym_eppo.trainer.distributed.ray_trainer import place_trainer_ranks
+    from agentgym_eppo.trainer.distributed.ray_trainer import place_from_config
 
     single, sharded = tmp_path / "single.pt", tmp_path / "ranks.pt"
     scale_fsdp_worker.main(str(single), "single")
-    ranks = place_trainer_ranks(2, cpus=0.5, timeout_s=180)
+    ranks = place_from_config(SCALE.ray)  # 2 ranks of 0.5 CPU in a PACK placement group
+    assert len(ranks.actors) == 2
     try:
         assert ranks.run(scale_fsdp_worker.main, str(sharded), "fsdp") == [None, None]
     finally:

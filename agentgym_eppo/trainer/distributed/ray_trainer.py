@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .config import RayConfig
 from .ray_cluster import get
 
 
@@ -110,3 +111,14 @@ def place_trainer_ranks(
         "trainer ranks",
     )
     return TrainerRanks(group, actors, timeout_s)
+
+
+def place_from_config(config: RayConfig) -> TrainerRanks:
+    """:func:`place_trainer_ranks` with ``ray.trainer_ranks``/``trainer_rank_cpus``/
+    ``trainer_rank_gpus``/``get_timeout_s``."""
+    return place_trainer_ranks(
+        config.trainer_ranks,
+        config.trainer_rank_cpus,
+        config.trainer_rank_gpus,
+        config.get_timeout_s,
+    )
