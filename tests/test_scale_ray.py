@@ -33,7 +33,10 @@ from agentgym_eppo.trainer.distributed.ray_cluster import (  # noqa: E402
     gather_in_order,
     split_evenly,
 )
-from agentgym_eppo.trainer.distributed.ray_rollout import RayRolloutEngine  # noqa: E402
+from agentgym_eppo.trainer.distributed.ray_rollout import (  # noqa: E402
+    PackedWeights,
+    RayRolloutEngine,
+)
 from agentgym_eppo.trainer.engine import HFGenerateEngine  # noqa: E402
 from agentgym_eppo.trainer.rollout import RolloutLimits  # noqa: E402
 from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer  # noqa: E402
@@ -145,6 +148,22 @@ def test_trainer_ranks_in_a_placement_group_match_the_single_process_update(clus
     assert b["loss"] == pytest.approx(a["loss"], rel=1e-4)
     for name, gradient in a["gradients"].items():
         torch.testing.assert_close(b["gradients"][name], gradient, atol=1e-5, rtol=0)
+
+
+def test_packed_weights_round_trip_every_dtype_and_layout(cluster):
+    state = {
+        "w": torch.arange(12, dtype=torch.float32).reshape(3, 4).t(),  # not contiguous
+        "h": torch.tensor([1.5, -2.25], dtype=torch.bfloat16),
+        "n": torch.tensor([7], dtype=torch.int64),
+        "e": torch.zeros(0),
+    }
+    packed = PackedWeights.pack(state)
+    assert packed.payload_bytes == 12 * 4 + 2 * 2 + 8
+    assert [entry[3] for entry in packed.layout] == [0, 64, 128, 192]  # aligned starts
+    stored = ray.get(ray.put(packed), timeout=30)  # comes back as a read-only view
+    assert not stored.buffer.flags.writeable
+    for name, tensor in stored.unpack().items():
+        assert tensor.dtype == state[name].dtype and torch.equal(tensor, state[name]), name
 
 
 def test_split_and_gather_keep_the_order():

@@ -5,7 +5,8 @@ model's config, weights from the object store) and answers ``generate`` with the
 trainer's :class:`~agentgym_eppo.trainer.engine.HFGenerateEngine`. The driver-side
 :class:`RayRolloutEngine` cuts a batch of contexts into one contiguous piece per actor,
 waits for all of them with a bounded ``ray.get``, and after each policy update puts the
-new weights into the object store once and has every actor load them (the weight sync;
+new weights into the object store once, packed into one buffer, and has every actor
+load them (the weight sync;
 its bytes and seconds are kept in :attr:`RayRolloutEngine.last_sync`). On GPUs the same
 role is played by SGLang (:mod:`agentgym_eppo.trainer.engines.sglang_engine`).
 """
@@ -13,9 +14,12 @@ role is played by SGLang (:mod:`agentgym_eppo.trainer.engines.sglang_engine`).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
@@ -25,8 +29,56 @@ from .ray_cluster import gather_in_order, get, split_evenly
 
 
 def cpu_state_dict(model: PreTrainedModel) -> dict[str, torch.Tensor]:
-    """The model's weights as detached CPU tensors (what crosses the object store)."""
+    """The model's weights as detached CPU tensors."""
     return {name: value.detach().cpu() for name, value in model.state_dict().items()}
+
+
+_ALIGN = 64
+
+
+@dataclass(frozen=True)
+class PackedWeights:
+    """A state dict as one byte buffer plus its layout (what crosses the object store).
+
+    Ray stores a NumPy buffer once and actors on the node map it without copying or
+    unpickling; a dict of tensors would be pickled tensor by tensor.
+    """
+
+    buffer: np.ndarray
+    layout: tuple[
+        tuple[str, str, tuple[int, ...], int, int], ...
+    ]  # name, dtype, shape, start, size
+
+    @property
+    def payload_bytes(self) -> int:
+        """Bytes of tensor data (the buffer adds alignment padding)."""
+        return sum(entry[4] for entry in self.layout)
+
+    @classmethod
+    def pack(cls, state: Mapping[str, torch.Tensor]) -> PackedWeights:
+        layout, start = [], 0
+        for name, tensor in state.items():
+            start = -(-start // _ALIGN) * _ALIGN  # typed views need aligned offsets
+            size = tensor.numel() * tensor.element_size()
+            layout.append(
+                (name, str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape), start, size)
+            )
+            start += size
+        buffer = np.empty(start, dtype=np.uint8)
+        for (_, _, _, offset, size), tensor in zip(layout, state.values(), strict=True):
+            flat = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+            buffer[offset : offset + size] = flat.numpy()
+        return cls(buffer, tuple(layout))
+
+    def unpack(self) -> dict[str, torch.Tensor]:
+        """Tensors viewing the buffer (read-only when it comes from the object store)."""
+        with warnings.catch_warnings():  # a read-only view: load_state_dict only reads it
+            warnings.simplefilter("ignore", UserWarning)
+            raw = torch.from_numpy(self.buffer)
+        state = {}
+        for name, dtype, shape, offset, size in self.layout:
+            state[name] = raw[offset : offset + size].view(getattr(torch, dtype)).reshape(shape)
+        return state
 
 
 class HFRolloutWorker:
@@ -62,8 +114,8 @@ class HFRolloutWorker:
     def ready(self) -> int:
         return self.version
 
-    def load_state(self, state: Mapping[str, torch.Tensor]) -> int:
-        self.engine.model.load_state_dict(dict(state))
+    def load_state(self, packed: PackedWeights) -> int:
+        self.engine.model.load_state_dict(packed.unpack())
         self.version += 1
         return self.version
 
@@ -130,10 +182,10 @@ class RayRolloutEngine:
     def update_weights(self, model: PreTrainedModel) -> None:
         """Put the new weights in the object store once; every actor loads them."""
         started = time.perf_counter()
-        state = cpu_state_dict(model)
-        ref = self._ray.put(state)
+        packed = PackedWeights.pack(model.state_dict())
+        ref = self._ray.put(packed)
         get([a.load_state.remote(ref) for a in self.actors], self.timeout_s, "weight sync")
-        size = sum(t.numel() * t.element_size() for t in state.values())
+        size = packed.payload_bytes
         self.last_sync = SyncRecord(size, time.perf_counter() - started, self.last_sync.syncs + 1)
 
     def close(self) -> None:
