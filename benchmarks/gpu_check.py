@@ -103,8 +103,14 @@ def sglang_part(path: Path, batch: int, new_tokens: int, report: dict) -> None:
     engine.shutdown()
 
 
-def fsdp_step(path: str, out: str) -> None:
-    """Runs under torchrun: one FSDP2 update on 64 episodes of 2,048 tokens."""
+def synchronize() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def fsdp_step(path: str, out: str, episodes_count: int = 64, length: int = 2048) -> None:
+    """Runs under torchrun: one FSDP2 update on 64 episodes of 2,048 tokens (a quarter
+    of each is prompt)."""
     from transformers import AutoModelForCausalLM
 
     from agentgym_eppo.trainer.chat import Transcript
@@ -133,23 +139,27 @@ def fsdp_step(path: str, out: str) -> None:
     episodes = [
         Episode(
             k, "t", f"t:{k // 8}", "s",
-            Transcript([(k + j) % 1000 + 10 for j in range(2048)], [0] * 512 + [1] * 1536),
+            Transcript(
+                [(k + j) % 1000 + 10 for j in range(length)],
+                [0] * (length // 4) + [1] * (length - length // 4),
+            ),
             reward=float(k % 2),
         )
-        for k in range(64)
+        for k in range(episodes_count)
     ]  # fmt: skip
     generator = torch.Generator().manual_seed(0)
-    updater.step(episodes[:16], generator)  # warm-up
-    torch.cuda.synchronize()
+    updater.step(episodes[: max(2, len(episodes) // 4)], generator)  # warm-up
+    synchronize()
     started = time.perf_counter()
     result = updater.step(episodes, generator)
-    torch.cuda.synchronize()
+    synchronize()
     seconds = time.perf_counter() - started
     if rank == 0:
         tokens = sum(len(e.transcript) for e in episodes)
         Path(out).write_text(json.dumps({
             "fsdp_world": world, "fsdp_step_s": seconds, "fsdp_tokens_per_s": tokens / seconds,
-            "fsdp_loss": result.loss, "fsdp_peak_gb": torch.cuda.max_memory_allocated() / 1e9,
+            "fsdp_loss": result.loss,
+            "fsdp_peak_gb": torch.cuda.max_memory_allocated() / 1e9 if torch.cuda.is_available() else 0.0,
         }))  # fmt: skip
     torch.distributed.destroy_process_group()
 
@@ -162,9 +172,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--fsdp-step", nargs=2, metavar=("MODEL", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--episodes", type=int, default=64, help="episodes of the FSDP step")
+    parser.add_argument("--length", type=int, default=2048, help="tokens per episode")
     args = parser.parse_args()
     if args.fsdp_step:
-        fsdp_step(*args.fsdp_step)
+        fsdp_step(*args.fsdp_step, args.episodes, args.length)
         return
     if not torch.cuda.is_available():
         raise SystemExit("gpu_check needs a CUDA GPU (and the gpu extra); none is visible here")
@@ -185,7 +197,8 @@ def main() -> None:
         subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone",
              f"--nproc_per_node={torch.cuda.device_count()}", __file__,
-             "--fsdp-step", str(path), str(out)],
+             "--fsdp-step", str(path), str(out),
+             "--episodes", str(args.episodes), "--length", str(args.length)],
             check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=1200,
         )  # fmt: skip
         report.update(json.loads(out.read_text()))
