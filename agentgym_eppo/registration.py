@@ -10,6 +10,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 ENVIRONMENTS: dict[str, tuple[str, str]] = {
+    "os": ("AgentBench-OS-v0", "agentgym_eppo.environments.os.env:OSEnv"),
     "db": ("AgentBench-DB-v0", "agentgym_eppo.environments.db.env:DBEnv"),
     "kg": ("AgentBench-KG-v0", "agentgym_eppo.environments.kg.env:KGEnv"),
     "webshop": ("AgentBench-WebShop-v0", "agentgym_eppo.environments.webshop.env:WebShopEnv"),

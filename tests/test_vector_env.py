@@ -6,7 +6,6 @@ AgentBench environments are in ``test_vector_real_envs.py``.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +48,7 @@ def test_slots_interleave_groups_of_tasks_and_name_their_task(
     assert serial_venv.task_ids == ("guess",) * 2 + ("count",) * 2 + ("guess",) * 2 + ("count",) * 2
     assert serial_venv.groups == (0, 0, 1, 1, 2, 2, 3, 3)
     assert serial_venv.metadata["autoreset_mode"] is AutoresetMode.DISABLED
+    assert serial_venv.pool.temp_root is None  # in-process envs keep the caller's TMPDIR
 
 
 def test_group_members_share_one_instance_and_one_group_key(
@@ -273,10 +273,6 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _vector_temp_dirs() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("agentgym-vector-*")}
-
-
 def test_a_dead_worker_ends_its_episode_as_task_error_and_is_restarted() -> None:
     venv = MultiTaskVectorEnv({GUESS: 2}, group_size=2, backend="subprocess")
     try:
@@ -314,19 +310,18 @@ def test_slots_sharing_a_dead_worker_end_as_task_error_at_their_next_step() -> N
 
 
 def test_close_leaves_no_process_sandbox_or_temp_dir_behind() -> None:
-    before = _vector_temp_dirs()
     venv = MultiTaskVectorEnv(
         {GUESS: 3}, env_kwargs={GUESS: {"hold_resources": True}}, backend="subprocess"
     )
+    temp_root = venv.pool.temp_root
+    assert temp_root is not None and temp_root.is_dir()
     _, infos = venv.reset(seed=0)
     workers = list(venv.pool.pids())  # type: ignore[attr-defined]
     children = [int(pid) for pid in infos["child_pid"]]
     scratch = [str(path) for path in infos["scratch"]]
     assert len(workers) == 3 and all(map(_alive, workers + children))
     assert all(Path(path).is_dir() for path in scratch)
-    assert all(
-        path.startswith(str(Path(tempfile.gettempdir()) / "agentgym-vector-")) for path in scratch
-    )
+    assert all(path.startswith(str(temp_root)) for path in scratch)
     venv.pool.kill_worker(0)  # its episode's child and temp dir must go too
     assert venv.step_some([0], [say("x")])[0].info["worker_restarted"]
     deadline = time.monotonic() + 10
@@ -339,7 +334,7 @@ def test_close_leaves_no_process_sandbox_or_temp_dir_behind() -> None:
     venv.close()  # idempotent
     assert not any(map(_alive, workers + children))
     assert not any(Path(path).exists() for path in scratch)
-    assert _vector_temp_dirs() == before
+    assert not temp_root.exists()
 
 
 def test_env_spec_accepts_a_factory() -> None:
@@ -357,10 +352,11 @@ def test_env_spec_accepts_a_factory() -> None:
 @pytest.mark.slow
 def test_ray_backend_runs_the_same_api_and_restarts_a_dead_actor() -> None:
     pytest.importorskip("ray")
-    before = _vector_temp_dirs()
     venv = MultiTaskVectorEnv(
         {GUESS: 2, COUNT: 2}, group_size=2, backend="ray", backend_options={"num_cpus": 2}
     )
+    temp_root = venv.pool.temp_root
+    assert temp_root is not None
     try:
         _, infos = venv.reset(seed=0)
         assert infos["task_id"].tolist() == ["guess", "guess", "count", "count"]
@@ -376,7 +372,7 @@ def test_ray_backend_runs_the_same_api_and_restarts_a_dead_actor() -> None:
     import ray
 
     assert not ray.is_initialized()
-    assert _vector_temp_dirs() == before
+    assert not temp_root.exists()
 
 
 @pytest.mark.parametrize("backend", ["serial", "subprocess"])

@@ -8,6 +8,7 @@ killed mid-episode and the vector env carries on.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -27,7 +28,7 @@ from agentgym_eppo.wrappers import (
 from agentgym_eppo.wrappers.trl import trl_environment_class
 
 # The fast, self-contained tasks first; a few tasks at most keep this file quick.
-PREFERRED = ("db", "kg", "webshop", "os", "alfworld")
+PREFERRED = ("db", "kg", "os", "webshop", "alfworld")
 REGISTERED = [task for task in PREFERRED if task in ENVIRONMENTS]
 
 pytestmark = pytest.mark.skipif(not REGISTERED, reason="no AgentBench environment is registered")
@@ -48,7 +49,7 @@ def play_to_the_end(venv: MultiTaskVectorEnv, limit: int = 60) -> dict[int, dict
 
 @pytest.mark.slow
 def test_real_tasks_run_mixed_and_their_experts_complete_every_slot(tmp_path: Path) -> None:
-    tasks = REGISTERED[:3]
+    tasks = REGISTERED[:4]
     slots = {task: 2 for task in tasks}
     if len(tasks) < 2:
         slots[GUESS] = 2  # a second, test-only task so the slots are mixed
@@ -140,3 +141,58 @@ def test_react_text_and_openai_messages_drive_the_real_expert_to_success(task: s
     finally:
         env.close()
         view.close()
+
+
+def _descendants(pid: int) -> set[int]:
+    """Live processes below ``pid`` (children, grandchildren, ...)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _gone(pids: set[int], seconds: float = 15.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(Path(f"/proc/{pid}").exists() and _alive(pid) for pid in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("os" not in ENVIRONMENTS, reason="the OS environment is not registered")
+def test_a_killed_os_worker_takes_its_sandboxes_with_it_and_close_leaves_none() -> None:
+    venv = MultiTaskVectorEnv({"os": 1}, split="dev", backend="subprocess")
+    try:
+        venv.reset(seed=0)
+        worker = venv.pool.pids()[0]  # type: ignore[attr-defined]
+        sandboxes = _descendants(worker)
+        assert sandboxes, "the OS episode should run in sandbox processes below its worker"
+        venv.pool.kill_worker(0)
+        (lost,) = venv.step_some([0], [EXPERT_ACTION])
+        assert lost.info["status"] == "task_error" and lost.info["worker_restarted"]
+        assert _gone(sandboxes | {worker})
+        venv.reset_some([0])
+        worker = venv.pool.pids()[0]  # type: ignore[attr-defined]
+        sandboxes = _descendants(worker)
+        assert play_to_the_end(venv)[0]["status"] == "completed"
+    finally:
+        venv.close()
+    assert _gone(sandboxes | {worker})

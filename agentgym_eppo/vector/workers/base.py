@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 import shutil
 import tempfile
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,24 +54,36 @@ class WorkerPool(abc.ABC):
             tuple(range(w * envs_per_worker, min(len(self.specs), (w + 1) * envs_per_worker)))
             for w in range(count)
         ]
-        self._temp_root = Path(tempfile.mkdtemp(prefix="agentgym-vector-"))
+        self._temp_root: Path | None = None
+        self._remove_root: weakref.finalize[Any, Any] | None = None
         self.descriptions: dict[int, dict[str, Any]] = {}
         """``describe`` of every slot's sub-env, filled by :meth:`start`."""
 
     def worker_of(self, slot: int) -> int:
         return slot // self.envs_per_worker
 
+    @property
+    def temp_root(self) -> Path | None:
+        """The folder holding the workers' temp folders (None until one is needed)."""
+        return self._temp_root
+
     def temp_dir(self, worker: int) -> str:
         """The worker's private temp folder (its ``TMPDIR``), removed on restart and close."""
+        if self._temp_root is None:
+            self._temp_root = Path(tempfile.mkdtemp(prefix="agentgym-vector-"))
+            # Removed by close(), and also if the caller exits or drops the pool without it.
+            self._remove_root = weakref.finalize(self, shutil.rmtree, str(self._temp_root), True)
         path = self._temp_root / f"worker-{worker}"
         path.mkdir(parents=True, exist_ok=True)
         return str(path)
 
     def _clear_temp_dir(self, worker: int) -> None:
-        shutil.rmtree(self._temp_root / f"worker-{worker}", ignore_errors=True)
+        if self._temp_root is not None:
+            shutil.rmtree(self._temp_root / f"worker-{worker}", ignore_errors=True)
 
     def _remove_temp_root(self) -> None:
-        shutil.rmtree(self._temp_root, ignore_errors=True)
+        if self._remove_root is not None:
+            self._remove_root()
 
     def specs_of(self, worker: int) -> dict[int, EnvSpec]:
         return {slot: self.specs[slot] for slot in self.worker_slots[worker]}

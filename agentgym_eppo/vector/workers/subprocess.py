@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import pickle
 import selectors
+import shutil
 import signal
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
@@ -55,6 +56,8 @@ def _worker_main(conn: Connection, specs: Mapping[int, EnvSpec], temp_dir: str) 
     finally:
         host.close()
         conn.close()
+        # The caller removes this folder too, unless it was killed first.
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 class SubprocessPool(WorkerPool):

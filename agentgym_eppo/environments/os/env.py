@@ -1,0 +1,239 @@
+"""``AgentBench-OS-v0``: AgentBench's OS interaction task as a Gymnasium text environment.
+
+Each episode gets a fresh sandbox (bubblewrap by default, Docker with
+``backend="docker"``) holding one persistent interactive bash. The task's ``init``
+scripts run before the first observation and its ``start`` command is left running in
+the background of the agent's shell, as in AgentBench. Tools (AgentBench's
+function-calling names): ``bash_action(script)`` runs a command, ``answer_action(answer)``
+submits an answer, ``finish_action(thought)`` submits its ``thought`` as the answer. The
+answer is judged in the episode's sandbox (:mod:`.evaluation`); then the sandbox is torn
+down.
+
+Outputs are cut AgentBench's way: over 800 characters, the first 780 and
+``"\\n[truncated because the output is too long]"``. A command that runs past
+``command_timeout`` (30 s) is interrupted with Ctrl-C and the observation says so; a
+shell that exits or cannot be interrupted is replaced by a fresh one (files and
+background processes stay). A sandbox that dies ends the episode as ``task_error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentgym_eppo.core import (
+    AgentBenchEnv,
+    FunctionCall,
+    TaskFailure,
+    TaskFormatError,
+    TaskSet,
+    ToolResult,
+    string_tool,
+)
+
+from . import expert
+from .evaluation import judge
+from .prestart import SandboxReserve
+from .sandbox import DEFAULT_COMMAND_TIMEOUT, Sandbox, SandboxError, SandboxLimits
+from .tasks import MissingScript, OSTask, load_tasks
+
+AGENTBENCH_TRUNCATION = "\n[truncated because the output is too long]"
+AGENTBENCH_KEEP = 780
+
+SYSTEM_PROMPT = (
+    "You are an assistant that will act like a person. I will play the role of a linux "
+    "(ubuntu) operating system. Your goal is to implement the operations required by me "
+    "or answer the question proposed by me. In each turn, call exactly one of the tools: "
+    "bash_action to run bash code (it should not read any input), answer_action when you "
+    "have the answer to the question, or finish_action when you have finished the "
+    "requested operation. If the output is too long, I will truncate it; the truncated "
+    "output is not complete, and you have to deal with that yourself."
+)
+
+TOOLS = (
+    string_tool(
+        "bash_action",
+        "Execute bash code in the Linux environment and return its output.",
+        script="The bash code to execute.",
+    ),
+    string_tool(
+        "answer_action",
+        "Submit the answer to the question; this ends the task.",
+        answer="The answer to the question.",
+    ),
+    string_tool(
+        "finish_action",
+        "Indicate that the requested operation is finished; this ends the task.",
+        thought="Why the task is finished (submitted as the answer).",
+    ),
+)
+
+
+class OSEnv(AgentBenchEnv[OSTask]):
+    """AgentBench's OS task (see the module docstring).
+
+    Args:
+        tasks: None (the shipped set), a path to an AgentBench OS json/jsonl file (or
+            ours), or a list of task dicts / :class:`OSTask`.
+        split: "train", "dev" or "test" (the shipped set's split).
+        backend: "bwrap" (embedded default) or "docker".
+        scripts_dir: where file references of AgentBench tasks that are not standard
+            checkers live (AgentBench's ``data/os_interaction/scripts/<set>``).
+        command_timeout: seconds before a command is interrupted (AgentBench: 30).
+        limits: memory, CPU, process, disk and file-size limits of each sandbox.
+        image: Docker image for tasks that name none (AgentBench's ``local-os/default``).
+        root_dir: bwrap only: a full root filesystem to use instead of the host's /usr.
+        prestart: keep the next episode's sandbox started in the background
+            (:mod:`.prestart`), so that ``reset`` does not wait for it.
+    """
+
+    task_id = "os"
+    tools = TOOLS
+    default_max_turns = 8
+
+    def __init__(
+        self,
+        tasks: str | Sequence[Any] | None = None,
+        split: str = "train",
+        *,
+        backend: str = "bwrap",
+        scripts_dir: str | Path | None = None,
+        command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
+        script_timeout: float = 60.0,
+        limits: SandboxLimits | None = None,
+        image: str = "local-os/default",
+        root_dir: str | Path | None = None,
+        output_limit: int = 800,
+        prestart: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if backend not in ("bwrap", "docker"):
+            raise ValueError(f"backend must be 'bwrap' or 'docker', got {backend!r}")
+        super().__init__(tasks, split, output_limit=0, **kwargs)
+        self.backend = backend
+        self.scripts_dir = scripts_dir
+        self.command_timeout = float(command_timeout)
+        self.script_timeout = float(script_timeout)
+        self.limits = limits or SandboxLimits()
+        self.image = image
+        self.root_dir = root_dir
+        self.agentbench_output_limit = int(output_limit)
+        self._sandbox: Sandbox | None = None
+        self._expert_output: str | None = None
+        self._reserve = SandboxReserve(
+            self._new_sandbox, enabled=prestart, threaded=backend == "docker"
+        )
+
+    # ------------------------------------------------------------------ task hooks
+
+    def _load_tasks(self, tasks: str | Sequence[Any] | None, split: str) -> TaskSet[OSTask]:
+        return load_tasks(tasks, split, scripts_dir=self.scripts_dir)
+
+    def _begin_episode(self, record: OSTask) -> str:
+        if record.missing:
+            raise TaskFormatError(
+                f"{record.sample_id}: " + "; ".join(missing.reason for missing in record.missing)
+            )
+        self._expert_output = None
+        self._sandbox = self._reserve.take(record.image or self.image)
+        try:
+            for script in record.init:
+                assert not isinstance(script, MissingScript)
+                result = self._sandbox.run_script(
+                    script.language, script.code, timeout=self.script_timeout
+                )
+                if result.exit_code != 0:
+                    raise SandboxError(
+                        f"{record.sample_id}: init script failed with exit code "
+                        f"{result.exit_code}: {result.output[-400:]}"
+                    )
+            if record.start is not None:
+                assert not isinstance(record.start, MissingScript)
+                self._sandbox.run_command(record.start.code, self.command_timeout)
+        except BaseException:
+            self._close_sandbox()
+            raise
+        return (
+            "Now, I will start a new problem in a new OS. My problem is:\n\n" + record.description
+        )
+
+    def _new_sandbox(self, image: Hashable) -> Sandbox:
+        if self.backend == "docker":
+            from .sandbox_docker import DockerSandbox
+
+            return DockerSandbox(self.limits, image=str(image))
+        from .sandbox_bwrap import BwrapSandbox
+
+        return BwrapSandbox(self.limits, root_dir=self.root_dir, wait=False)
+
+    def _run_tool(self, call: FunctionCall) -> ToolResult:
+        sandbox = self._sandbox
+        if sandbox is None:
+            raise TaskFailure("the sandbox is gone")
+        if call.name == "bash_action":
+            return ToolResult(self._bash(sandbox, call.arguments["script"]))
+        answer = call.arguments["answer" if call.name == "answer_action" else "thought"]
+        try:
+            correct = judge(self.record, answer, sandbox, script_timeout=self.script_timeout)
+        except SandboxError as error:
+            raise TaskFailure(f"Task error: the sandbox failed while judging: {error}") from None
+        return ToolResult(
+            "Correct." if correct else "Wrong.",
+            done=True,
+            reward=1.0 if correct else 0.0,
+            info={"answer": answer},
+        )
+
+    def _bash(self, sandbox: Sandbox, script: str) -> str:
+        try:
+            result = sandbox.run_command(script, self.command_timeout)
+            notes = []
+            if result.timed_out:
+                notes.append(
+                    f"[the command ran longer than {self.command_timeout:g} s and was interrupted]"
+                )
+            if result.shell_exited:
+                sandbox.restart_shell()
+                notes.append("[the shell exited; a new shell was started]")
+        except SandboxError as error:
+            raise TaskFailure(f"Task error: the sandbox died: {error}") from None
+        self._expert_output = result.output
+        text = self._truncate(result.output)
+        if notes:
+            text = (text + "\n" if text and not text.endswith("\n") else text) + "\n".join(notes)
+        if not text:
+            return "The output of the OS is empty."
+        return "The output of the OS:\n\n" + text
+
+    def _truncate(self, text: str) -> str:
+        limit = self.agentbench_output_limit
+        if 0 < limit < len(text):
+            return text[: min(AGENTBENCH_KEEP, limit)] + AGENTBENCH_TRUNCATION
+        return text
+
+    def _end_episode(self) -> None:
+        self._close_sandbox()
+        self._reserve.refill(self.record.image or self.image)
+
+    def _close_backend(self) -> None:
+        self._reserve.close()
+
+    def _close_sandbox(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+
+    def expert_action(self) -> dict[str, Any]:
+        """Run the example solution, then answer with its output (see :mod:`.expert`)."""
+        ran_example = self._expert_output is not None and self.turn > 0
+        return expert.expert_action(self.record, self._expert_output if ran_example else None)
+
+    @property
+    def sandbox(self) -> Sandbox | None:
+        """The running episode's sandbox (None between episodes)."""
+        return self._sandbox
+
+    @property
+    def system_prompt(self) -> str:
+        return SYSTEM_PROMPT

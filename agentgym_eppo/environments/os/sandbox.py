@@ -1,0 +1,137 @@
+"""What every OS sandbox backend offers the environment, whatever isolates it.
+
+A sandbox is one episode's machine: an interactive shell for the agent (through the
+shared protocol of :mod:`.shell`) and independent processes for the task's ``init``,
+``example`` and ``check`` scripts, which AgentBench runs with ``docker exec`` beside the
+agent's shell, in ``/root``, with stdout and stderr together.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .shell import CommandResult, InteractiveShell, ShellClosed
+
+DEFAULT_COMMAND_TIMEOUT = 30.0
+SCRIPT_LANGUAGES = ("bash", "python")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not start or died: a backend failure, not the agent's doing."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of one sandbox (AgentBench's container: 1 GB, 2 CPUs)."""
+
+    memory_bytes: int = 1 << 30
+    cpus: float = 2.0
+    pids: int = 256
+    disk_bytes: int = 512 << 20
+    """Size of the per-episode writable layer (bubblewrap's tmpfs)."""
+    file_size_bytes: int = 256 << 20
+    """Largest file a process may write (``ulimit -f``)."""
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """An independent process's exit code and its stdout+stderr (``None`` code: timed out)."""
+
+    exit_code: int | None
+    output: str
+
+
+def script_argv(language: str, code: str, args: Sequence[str]) -> list[str]:
+    """The command line AgentBench uses for a script in ``language`` with ``args``."""
+    if language == "bash":
+        return ["bash", "-c", code, "--", *args] if args else ["bash", "-c", code]
+    if language == "python":
+        return ["python3", "-c", code, *args]
+    raise ValueError(f"unsupported script language {language!r}; use one of {SCRIPT_LANGUAGES}")
+
+
+def namespace_pid(pid: int) -> int | None:
+    """The pid that host process ``pid`` has inside its innermost pid namespace."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    return None
+
+
+def kill_repeatedly(pids: Callable[[], set[int]], rounds: int = 50) -> int:
+    """SIGKILL what ``pids()`` names until it names nothing (a fork bomb refills it)."""
+    killed = 0
+    for _ in range(rounds):
+        victims = pids()
+        if not victims:
+            break
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        time.sleep(0.005)
+    return killed
+
+
+class Sandbox(abc.ABC):
+    """One episode's isolated machine. ``close`` is idempotent and never raises."""
+
+    shell: InteractiveShell
+
+    def ensure_ready(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Wait until the sandbox is up (a backend may return from its constructor earlier)."""
+
+    @abc.abstractmethod
+    def run_process(self, argv: Sequence[str], timeout: float) -> ProcessResult:
+        """Run ``argv`` as an independent process in ``/root`` (stdin empty)."""
+
+    @abc.abstractmethod
+    def restart_shell(self) -> None:
+        """Start a fresh interactive shell after the agent's one exited or got stuck."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Tear the sandbox down: every process killed, every write discarded."""
+
+    def run_script(
+        self, language: str, code: str, args: Sequence[str] = (), timeout: float = 60.0
+    ) -> ProcessResult:
+        return self.run_process(script_argv(language, code, args), timeout)
+
+    @abc.abstractmethod
+    def process_ids(self) -> set[int]:
+        """Host pids of every process in the sandbox (for the host-side kill on timeouts)."""
+
+    def run_command(self, script: str, timeout: float) -> CommandResult:
+        """Run ``script`` in the agent's shell; raises :class:`SandboxError` if the sandbox died.
+
+        On timeout the shell gets Ctrl-C and then every process that was not there before
+        the command is killed from the host, repeatedly, so that a fork bomb is drained;
+        the shell, the task's background process and earlier ``&`` jobs are kept.
+        """
+        self.ensure_ready()
+        before = self.process_ids()
+        try:
+            return self.shell.run(
+                script, timeout, lambda: kill_repeatedly(lambda: self.process_ids() - before)
+            )
+        except ShellClosed as error:
+            raise SandboxError(str(error)) from None
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,284 @@
+"""The persistent-shell protocol both sandbox backends share.
+
+One interactive ``bash --login`` per episode sits on a terminal (a pty for bubblewrap, a
+``docker exec`` tty for Docker), so ``cd``, variables and background jobs persist between
+turns, programs see a terminal as they do in AgentBench, and Ctrl-C interrupts a command
+that runs too long. The terminal has echo off and no prompts; each command is sent as
+an ANSI-C quoted string (``$'...'``: no fork, any bytes, any syntax error stays inside
+``eval``) followed by a marker that carries a per-shell nonce and the exit code::
+
+    __agb=$'ls /\\nexit 3'
+    eval "$__agb"; printf '\\036<nonce>\\036%d\\036\\n' "$?"; unset __agb
+
+Everything before the marker is the command's output. The launcher wraps the shell so
+that its death prints ``\\036<nonce>\\036exit\\036``: ``exit`` or ``kill -9 $$`` is seen at
+once instead of as a timeout.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import os
+import re
+import secrets
+import select
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+_CHUNK = 768
+"""Characters of quoted script per line: a terminal in canonical mode cuts lines at 4096."""
+
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+_MARK = b"\x1e"
+
+
+class ShellClosed(RuntimeError):
+    """The terminal's other end is gone: the sandbox died."""
+
+
+class ShellStream(abc.ABC):
+    """A byte stream to an interactive shell's terminal (pty master or docker socket)."""
+
+    @abc.abstractmethod
+    def fileno(self) -> int:
+        """A descriptor that ``select`` reports readable when bytes (or EOF) arrive."""
+
+    @abc.abstractmethod
+    def read_available(self) -> bytes | None:
+        """The bytes that can be read now: None if none yet, ``b""`` if the stream is closed."""
+
+    @abc.abstractmethod
+    def write(self, data: bytes) -> None:
+        """Send ``data`` to the terminal (raises :class:`ShellClosed` if it is gone)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the stream."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command printed (cleaned text), its exit code, and how it ended.
+
+    ``exit_code`` is None when the command did not finish (timeout) or the shell died.
+    """
+
+    output: str
+    exit_code: int | None
+    timed_out: bool = False
+    shell_exited: bool = False
+
+
+def quote_ansi_c(text: str) -> list[str]:
+    """``text`` as tokens of a bash ``$'...'`` string body, printable ASCII only.
+
+    One token per input byte, so that a caller can split the string between tokens
+    without cutting an escape sequence in half.
+    """
+    tokens = []
+    for byte in text.encode("utf-8", errors="surrogateescape"):
+        if byte in (0x5C, 0x27):  # backslash, single quote
+            tokens.append("\\" + chr(byte))
+        elif 0x20 <= byte < 0x7F:
+            tokens.append(chr(byte))
+        elif byte == 0x0A:
+            tokens.append("\\n")
+        else:
+            tokens.append(f"\\x{byte:02x}")
+    return tokens
+
+
+def clean_output(raw: bytes) -> str:
+    """Terminal bytes -> text: escape sequences, carriage returns and control bytes removed,
+    invalid UTF-8 replaced (binary output becomes readable-ish text, never an exception)."""
+    text = _ANSI.sub(b"", raw).replace(b"\r\n", b"\n").replace(b"\r", b"")
+    return _CONTROL.sub("", text.decode("utf-8", errors="replace"))
+
+
+class InteractiveShell:
+    """Runs commands one at a time in a persistent interactive bash behind ``stream``.
+
+    ``output_cap`` bounds what is kept of one command's output (a flood such as ``yes``
+    is read and discarded, so the command is not blocked on a full terminal, until it
+    ends or times out).
+    """
+
+    def __init__(self, stream: ShellStream, nonce: str, *, output_cap: int = 1 << 16) -> None:
+        self.stream = stream
+        self.nonce = nonce.encode()
+        self.output_cap = output_cap
+        self.exited = False
+        self._pending = b""
+        self._marker = re.compile(
+            re.escape(_MARK + self.nonce + _MARK) + rb"(\d+|exit|sync)" + re.escape(_MARK) + b"\n?"
+        )
+
+    def forget(self) -> None:
+        """Drop all state of a shell that was replaced (the sandbox restarted it)."""
+        self.exited = False
+        self._pending = b""
+
+    @staticmethod
+    def new_nonce() -> str:
+        return secrets.token_hex(8)
+
+    def setup(self, timeout: float, *, stty: bool) -> None:
+        """Silence the terminal (echo, prompts, history) and wait until the shell answers."""
+        prefix = "stty -echo -onlcr 2>/dev/null; " if stty else ""
+        line = (
+            f"{prefix}PS1=''; PS2=''; PROMPT_COMMAND=''; unset HISTFILE; "
+            f"printf '\\036%s\\036sync\\036\\n' {self.nonce.decode()}\n"
+        )
+        self.stream.write(line.encode())
+        _, kind = self._read_until_marker(time.monotonic() + timeout, keep=False)
+        if kind != b"sync":
+            raise ShellClosed("the shell did not start")
+
+    def run(
+        self, script: str, timeout: float, on_timeout: Callable[[], object] | None = None
+    ) -> CommandResult:
+        """Run ``script`` in the shell; interrupt it with Ctrl-C after ``timeout`` seconds.
+
+        ``on_timeout`` runs right after the Ctrl-C (the sandbox kills the processes the
+        command started, which Ctrl-C alone does not reach: background children, a fork
+        bomb, a program that ignores SIGINT). Raises :class:`ShellClosed` when the sandbox is gone; a shell that
+        exits (``exit``, ``kill -9 $$``) or stays stuck is a result with
+        ``shell_exited=True``.
+        """
+        if self.exited:
+            raise ShellClosed("the shell has exited")
+        self.stream.write(self._command_bytes(script))
+        deadline = time.monotonic() + timeout
+        output, kind = self._read_until_marker(deadline)
+        while kind == b"sync":  # a late answer to an earlier interrupt: not this command's end
+            more, kind = self._read_until_marker(deadline)
+            output += more
+        if kind is None:
+            return self._interrupt(output, on_timeout)
+        if kind == b"exit":
+            self.exited = True
+            return CommandResult(clean_output(output), None, shell_exited=True)
+        return CommandResult(clean_output(output), int(kind))
+
+    def _command_bytes(self, script: str) -> bytes:
+        parts: list[str] = []
+        current: list[str] = []
+        size = 0
+        for token in quote_ansi_c(script):
+            if size + len(token) > _CHUNK:
+                parts.append("".join(current))
+                current, size = [], 0
+            current.append(token)
+            size += len(token)
+        parts.append("".join(current))
+        text = "__agb=$'" + parts[0] + "'\n"
+        text += "".join("__agb+=$'" + part + "'\n" for part in parts[1:])
+        text += (
+            f'eval "$__agb"; printf \'\\036%s\\036%d\\036\\n\' {self.nonce.decode()} "$?"; '
+            "unset __agb\n"
+        )
+        return text.encode()
+
+    def _interrupt(self, output: bytes, on_timeout: Callable[[], object] | None) -> CommandResult:
+        """Ctrl-C, the caller's clean-up, then sync markers until the shell answers.
+
+        What the terminal prints after the Ctrl-C is dropped. The sync line is sent up to
+        three times (a byte sent right after Ctrl-C can be lost while the shell handles
+        the signal); no answer at all means the shell is stuck.
+        """
+        self.stream.write(b"\x03")
+        time.sleep(0.02)
+        if on_timeout is not None:
+            on_timeout()
+        sync = f"\nprintf '\\036%s\\036sync\\036\\n' {self.nonce.decode()}\n".encode()
+        kind = None
+        for _ in range(3):
+            self.stream.write(sync)
+            _, kind = self._read_until_marker(time.monotonic() + 1.5, keep=False)
+            if kind is not None:
+                break
+        if kind == b"exit" or kind is None:
+            self.exited = True
+        return CommandResult(
+            clean_output(output), None, timed_out=True, shell_exited=kind != b"sync"
+        )
+
+    def _read_until_marker(
+        self, deadline: float, *, keep: bool = True
+    ) -> tuple[bytes, bytes | None]:
+        """Read until a marker or ``deadline``: (output up to the cap, marker kind or None)."""
+        kept = bytearray()
+        capped = False
+        buffer = self._pending
+        self._pending = b""
+        tail = 64
+        while True:
+            match = self._marker.search(buffer)
+            if match:
+                if keep and not capped:
+                    kept += buffer[: match.start()]
+                self._pending = buffer[match.end() :]
+                return bytes(kept[: self.output_cap]), match.group(1)
+            # keep a tail that may hold the start of a split marker
+            if len(buffer) > tail:
+                head, buffer = buffer[:-tail], buffer[-tail:]
+                if keep and not capped:
+                    kept += head
+                    if len(kept) > self.output_cap:
+                        capped = True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if keep and not capped:
+                    kept += buffer
+                return bytes(kept[: self.output_cap]), None
+            readable, _, _ = select.select([self.stream.fileno()], [], [], remaining)
+            if not readable:
+                continue
+            chunk = self.stream.read_available()
+            if chunk is None:
+                continue
+            if not chunk:
+                raise ShellClosed("the sandbox's terminal closed")
+            buffer += chunk
+
+
+class FdStream(ShellStream):
+    """A pty master file descriptor as a :class:`ShellStream` (bubblewrap backend)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def read_available(self) -> bytes | None:
+        try:
+            return os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return None
+        except OSError:  # EIO: every slave descriptor is closed
+            return b""
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        deadline = time.monotonic() + 10.0
+        while view:
+            try:
+                written = os.write(self.fd, view)
+            except BlockingIOError:
+                written = 0
+            except OSError as error:
+                raise ShellClosed(f"the sandbox's terminal closed ({error})") from None
+            view = view[written:]
+            if view:
+                if time.monotonic() > deadline:
+                    raise ShellClosed("the sandbox's terminal stopped reading input")
+                select.select([], [self.fd], [], 0.1)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)

@@ -1,0 +1,345 @@
+"""``agentgym-eppo compare CONFIG``: several training methods x several seeds, one report.
+
+The comparison config (``configs/compare-cpu.yaml``) names a base training config, the
+seeds, and one set of ``key=value`` overrides per method. Every run starts RL from one
+shared SFT checkpoint (trained once here unless the config names one), so methods differ
+only in what they are meant to differ in. For each method and seed, in order:
+
+1. skip the run if ``OUT/runs/<method>/seed<k>/finished.json`` exists (resumable: kill the
+   process at any time and start it again);
+2. otherwise ``run_training(config)`` with ``seed=k``, ``output_dir=OUT/runs/<method>/seed<k>``
+   and ``resume=true``, so an interrupted run continues from its last RL checkpoint
+   (the trainer writes the run's own diagnostics and plots);
+3. rewrite ``OUT/report.md`` (so a partial comparison can be read at any time; the report
+   counts finished runs and says PARTIAL).
+
+A failing run is recorded in ``OUT/runs/<method>/seed<k>/failed.txt`` and in the report,
+and the comparison goes on with the next one. ``OUT/compare.lock`` keeps two comparisons
+from writing one folder at once. ``python -m agentgym_eppo.trainer.compare CONFIG
+--report-only`` rebuilds the report from whatever has finished, without training (safe
+while a comparison is running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import traceback
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .compare_report import SeedResult, collect_seed, write_compare_report
+from .run_files import eval_success, read_evals
+
+FINISHED = "finished.json"
+SFT_CHECKPOINT = "checkpoints/sft"
+"""Where the trainer saves the SFT model inside its run directory."""
+FAILED = "failed.txt"
+LOCK = "compare.lock"
+_METHOD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """What ``configs/compare-*.yaml`` holds. Relative paths are relative to the working directory.
+
+    Keys: ``output_dir``; ``base_config`` (the trainer's YAML every run starts from);
+    ``seeds``; ``overrides`` (``key: value`` applied to every run, SFT included);
+    ``methods`` (name -> overrides of that method); ``sft`` with ``checkpoint`` (an existing
+    SFT checkpoint, or null to train one here) and ``overrides`` (applied to that SFT run);
+    ``torch_threads`` (default 1, so a background comparison leaves the machine usable).
+    """
+
+    output_dir: Path
+    base_config: Path
+    seeds: tuple[int, ...]
+    methods: dict[str, dict[str, Any]]
+    overrides: dict[str, Any] = field(default_factory=dict)
+    sft_checkpoint: Path | None = None
+    sft_overrides: dict[str, Any] = field(default_factory=dict)
+    torch_threads: int = 1
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.output_dir / "runs"
+
+    @property
+    def sft_slot(self) -> Path:
+        """The folder of the shared SFT run (when the config names no checkpoint)."""
+        return self.output_dir / "sft"
+
+    def run_slot(self, method: str, seed: int) -> Path:
+        """The folder of one (method, seed) run: the trainer's ``output_dir``."""
+        return self.runs_dir / method / f"seed{seed}"
+
+
+_KEYS = {"output_dir", "base_config", "seeds", "methods", "overrides", "sft", "torch_threads"}
+
+
+def load_compare_config(path: str | Path) -> CompareConfig:
+    """Parse and check a comparison config; errors name the key and what is expected."""
+    source = Path(path)
+    if not source.is_file():
+        raise FileNotFoundError(f"comparison config {source} does not exist")
+    raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise ValueError(f"{source}: expected a mapping of {sorted(_KEYS)}")
+    unknown = set(raw) - _KEYS
+    if unknown:
+        raise ValueError(f"{source}: unknown key(s) {sorted(unknown)}; expected {sorted(_KEYS)}")
+    for key in ("output_dir", "base_config", "seeds", "methods"):
+        if key not in raw:
+            raise ValueError(f"{source}: missing required key {key!r}")
+    seeds = raw["seeds"]
+    if not isinstance(seeds, list) or not seeds or not all(type(s) is int for s in seeds):
+        raise ValueError(f"{source}: 'seeds' must be a non-empty list of integers, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{source}: 'seeds' repeats a seed: {seeds!r}")
+    methods = raw["methods"]
+    if not isinstance(methods, dict) or not methods:
+        raise ValueError(f"{source}: 'methods' must map method names to overrides")
+    for name, overrides in methods.items():
+        if not isinstance(name, str) or not _METHOD_NAME.match(name):
+            raise ValueError(f"{source}: method name {name!r} must be a plain folder name")
+        _check_overrides(source, f"methods.{name}", overrides)
+    sft = raw.get("sft") or {}
+    if not isinstance(sft, dict) or set(sft) - {"checkpoint", "overrides"}:
+        raise ValueError(f"{source}: 'sft' takes 'checkpoint' and 'overrides', got {sft!r}")
+    _check_overrides(source, "overrides", raw.get("overrides"))
+    _check_overrides(source, "sft.overrides", sft.get("overrides"))
+    threads = raw.get("torch_threads", 1)
+    if type(threads) is not int or threads < 1:
+        raise ValueError(f"{source}: 'torch_threads' must be a positive integer, got {threads!r}")
+    return CompareConfig(
+        output_dir=Path(raw["output_dir"]),
+        base_config=Path(raw["base_config"]),
+        seeds=tuple(seeds),
+        methods={name: dict(overrides or {}) for name, overrides in methods.items()},
+        overrides=dict(raw.get("overrides") or {}),
+        sft_checkpoint=Path(sft["checkpoint"]) if sft.get("checkpoint") else None,
+        sft_overrides=dict(sft.get("overrides") or {}),
+        torch_threads=threads,
+    )
+
+
+def _check_overrides(source: Path, where: str, overrides: Any) -> None:
+    if overrides is None:
+        return
+    if not isinstance(overrides, dict) or not all(isinstance(k, str) for k in overrides):
+        raise ValueError(f"{source}: {where!r} must map dotted config keys to values")
+
+
+def planned_runs(config: CompareConfig) -> list[tuple[str, int]]:
+    """Every (method, seed) in run order: seed by seed, so early results cover all methods."""
+    return [(method, seed) for seed in config.seeds for method in config.methods]
+
+
+def is_finished(config: CompareConfig, method: str, seed: int) -> bool:
+    return (config.run_slot(method, seed) / FINISHED).is_file()
+
+
+def _finished_run_dir(config: CompareConfig, method: str, seed: int) -> Path:
+    marker = json.loads((config.run_slot(method, seed) / FINISHED).read_text())
+    return Path(marker["run_dir"])
+
+
+def _as_override_args(overrides: Mapping[str, Any]) -> list[str]:
+    """``{"rl.steps": 4}`` -> ``["rl.steps=4"]``: the trainer's ``key=value`` form (YAML values)."""
+    args = []
+    for key, value in overrides.items():
+        text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False).strip()
+        args.append(f"{key}={text.removesuffix('...').strip()}")
+    return args
+
+
+def _train(base_config: Path, overrides: Mapping[str, Any]) -> Path:
+    """Build the trainer's config from the base YAML plus overrides and train; the run dir."""
+    from .config import load_config
+    from .run import run_training
+
+    return Path(run_training(load_config(base_config, _as_override_args(overrides))))
+
+
+def ensure_sft_checkpoint(config: CompareConfig) -> Path:
+    """The shared SFT checkpoint: the configured one, or one trained once into ``OUT/sft``.
+
+    The SFT run stops before RL (``rl.steps=0``) and evaluates only ``after_sft``: that
+    evaluation is the common starting point of every method, so the RL runs skip it.
+    """
+    if config.sft_checkpoint is not None:
+        if not config.sft_checkpoint.exists():
+            raise FileNotFoundError(f"sft.checkpoint {config.sft_checkpoint} does not exist")
+        return config.sft_checkpoint
+    slot = config.sft_slot
+    marker = slot / FINISHED
+    if marker.is_file():
+        return Path(json.loads(marker.read_text())["checkpoint"])
+    _clear(slot)
+    print(f"[compare] training the shared SFT checkpoint into {slot}", flush=True)
+    overrides = {
+        **config.overrides,
+        "threads": config.torch_threads,
+        **config.sft_overrides,
+        "output_dir": str(slot),
+        "rl.steps": 0,
+        "eval.stages": ["after_sft"],
+    }
+    run_dir = _train(config.base_config, overrides)
+    checkpoint = run_dir / SFT_CHECKPOINT
+    if not checkpoint.exists():
+        raise FileNotFoundError(f"the SFT run left no checkpoint at {checkpoint}")
+    marker.write_text(json.dumps({"run_dir": str(run_dir), "checkpoint": str(checkpoint)}))
+    return checkpoint
+
+
+def _clear(slot: Path) -> None:
+    """Remove what an interrupted SFT run left (it cannot resume); only our own folder."""
+    if slot.exists():
+        print(f"[compare] removing the unfinished SFT run in {slot}", flush=True)
+        shutil.rmtree(slot)
+
+
+def run_one(config: CompareConfig, method: str, seed: int, sft_checkpoint: Path) -> Path:
+    """Train one (method, seed) run from the shared checkpoint and mark it finished.
+
+    The trainer is asked to ``resume``: a run interrupted after an RL checkpoint continues
+    exactly from it, one interrupted earlier starts afresh. Only ``after_rl`` is evaluated
+    (the start, ``after_sft``, is the shared checkpoint's); the trainer writes the run's
+    diagnostics and plots itself.
+    """
+    slot = config.run_slot(method, seed)
+    (slot / FAILED).unlink(missing_ok=True)
+    overrides = {
+        **config.overrides,
+        "threads": config.torch_threads,
+        **config.methods[method],
+        "seed": seed,
+        "output_dir": str(slot),
+        "init_checkpoint": str(sft_checkpoint),
+        "resume": True,
+        "eval.stages": ["after_rl"],
+    }
+    started = time.monotonic()
+    run_dir = _train(config.base_config, overrides)
+    (slot / FINISHED).write_text(
+        json.dumps({"run_dir": str(run_dir), "seconds": round(time.monotonic() - started, 1)})
+    )
+    return run_dir
+
+
+@contextmanager
+def _lock(output_dir: Path) -> Iterator[None]:
+    """Hold ``OUT/compare.lock`` (our PID); refuse when a live process holds it."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    lock = output_dir / LOCK
+    if lock.is_file():
+        holder = int(lock.read_text().strip() or 0)
+        if holder and _alive(holder):
+            raise RuntimeError(
+                f"another comparison (pid {holder}) is writing {output_dir}; wait for it, "
+                f"or use --report-only to read the results so far"
+            )
+    lock.write_text(str(os.getpid()))
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _start_success(config: CompareConfig) -> dict[str, float] | None:
+    """Dev success of the shared SFT checkpoint, when the SFT run was made here."""
+    marker = config.sft_slot / FINISHED
+    if not marker.is_file():
+        return None
+    evals = read_evals(Path(json.loads(marker.read_text())["run_dir"]))
+    return eval_success(evals["after_sft"]) if "after_sft" in evals else None
+
+
+def write_report(config: CompareConfig) -> Path:
+    """Rebuild ``OUT/report.md`` from every finished run (and list the failed ones)."""
+    results: dict[str, list[SeedResult]] = {method: [] for method in config.methods}
+    failures: dict[str, str] = {}
+    for method, seed in planned_runs(config):
+        slot = config.run_slot(method, seed)
+        if is_finished(config, method, seed):
+            results[method].append(collect_seed(seed, _finished_run_dir(config, method, seed)))
+        elif (slot / FAILED).is_file():
+            failures[f"{method}/seed{seed}"] = (slot / FAILED).read_text().strip().splitlines()[-1]
+    for seeds in results.values():
+        seeds.sort(key=lambda result: result.seed)
+    return write_compare_report(
+        config.output_dir,
+        results,
+        planned_seeds=config.seeds,
+        start_success=_start_success(config),
+        failures=failures,
+    )
+
+
+def run_compare(config_path: str | Path, *, report_only: bool = False) -> Path:
+    """Run every unfinished (method, seed) of the comparison and write its report.
+
+    Returns ``OUT/report.md``. With ``report_only`` nothing is trained: the report is
+    rebuilt from the runs finished so far.
+    """
+    config = load_compare_config(config_path)
+    if report_only:
+        return write_report(config)
+    import torch
+
+    torch.set_num_threads(config.torch_threads)
+    with _lock(config.output_dir):
+        sft_checkpoint = ensure_sft_checkpoint(config)
+        todo = [run for run in planned_runs(config) if not is_finished(config, *run)]
+        print(f"[compare] {len(todo)} of {len(planned_runs(config))} runs to go", flush=True)
+        report = write_report(config)
+        for method, seed in todo:
+            print(f"[compare] {method} seed {seed}: training", flush=True)
+            slot = config.run_slot(method, seed)
+            try:
+                run_dir = run_one(config, method, seed, sft_checkpoint)
+            except Exception as error:  # one failed run must not stop the others
+                slot.mkdir(parents=True, exist_ok=True)
+                (slot / FAILED).write_text(traceback.format_exc())
+                print(f"[compare] {method} seed {seed}: FAILED ({error})", flush=True)
+            else:
+                print(f"[compare] {method} seed {seed}: finished in {run_dir}", flush=True)
+            report = write_report(config)
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m agentgym_eppo.trainer.compare", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("config", help="comparison config, e.g. configs/compare-cpu.yaml")
+    parser.add_argument(
+        "--report-only", action="store_true", help="rebuild the report from finished runs only"
+    )
+    args = parser.parse_args(argv)
+    print(run_compare(args.config, report_only=args.report_only))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

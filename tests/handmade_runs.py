@@ -1,0 +1,82 @@
+"""Run directories written by hand in the layout of INTERFACES.md, with known diagnostics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+# Ten steps of two tasks. os - db changes sign at steps 3, 5 and 9: three crossovers.
+# Late window = round(0.3 * 10) = 3 steps (8, 9, 10): os rises 0.25 into step 8, db 0.5 into 10.
+OS_ENTROPY = [2.0, 1.5, 0.5, 0.5, 1.5, 1.25, 1.0, 1.25, 0.5, 0.25]
+DB_ENTROPY = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.5]
+
+
+def task_entry(entropy: float, clip_eps: float, zscore: float | None, success: float) -> dict:
+    entry: dict[str, Any] = {
+        "entropy": entropy,
+        "entropy_ema": entropy,
+        "collapse_ratio": 1.0,
+        "clip_eps": clip_eps,
+        "clip_fraction": 0.05,
+        "success": success,
+        "reward": success,
+        "episode_length": 4.0,
+        "aborts": {"task_limit_reached": 1},
+        "tokens": 100,
+    }
+    if zscore is not None:
+        entry["zscore"] = zscore
+    return entry
+
+
+def write_run(
+    run: Path,
+    *,
+    with_zscore: bool = True,
+    steps: int = 10,
+    entropy: dict[str, list[float]] | None = None,
+    after_rl: dict[str, float] | None = None,
+) -> Path:
+    """A finished run: ``steps`` steps of metrics and the three eval reports.
+
+    By default two tasks with OS_ENTROPY / DB_ENTROPY and dev success after RL of
+    os 0.5, db 0.25. ``entropy`` replaces the curves (then clip range and z-score follow the
+    sign of each task against the mean); ``after_rl`` replaces the final dev success.
+    """
+    run.mkdir(parents=True, exist_ok=True)
+    curves = entropy or {"os": OS_ENTROPY, "db": DB_ENTROPY}
+    lines = []
+    for t in range(1, steps + 1):
+        level = sum(curve[t - 1] for curve in curves.values()) / len(curves)
+        tasks = {}
+        for task, curve in curves.items():
+            sign = 1.0 if curve[t - 1] > level else -1.0
+            success = 0.1 * t if task == "os" else 0.5
+            zscore = sign if with_zscore else None
+            tasks[task] = task_entry(curve[t - 1], 0.2 + 0.05 * sign, zscore, success)
+        record = {
+            "step": t,
+            "global": {"loss": 0.1, "kl": 0.0, "tokens": 200, "seconds": 1.5},
+            "tasks": tasks,
+        }
+        lines.append(json.dumps(record))
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    final = after_rl or {"os": 0.5, "db": 0.25}
+    for stage in ("before_sft", "after_sft", "after_rl"):
+        if stage == "after_rl":
+            per_task = final
+        else:
+            scale = 0.0 if stage == "before_sft" else 0.5
+            per_task = {task: scale * value for task, value in {"os": 0.5, "db": 0.25}.items()}
+        report = {
+            "stage": stage,
+            "split": "dev",
+            "tasks": {
+                task: {"success": value, "reward": value, "n": 4, "statuses": {}}
+                for task, value in per_task.items()
+            },
+            "mean_success": sum(per_task.values()) / len(per_task),
+        }
+        (run / f"eval_{stage}.json").write_text(json.dumps(report))
+    return run

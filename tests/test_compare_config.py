@@ -1,0 +1,143 @@
+"""The comparison's config, run plan, lock and report-only mode (no training needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from handmade_runs import write_run
+
+from agentgym_eppo.trainer.compare import (
+    FINISHED,
+    _as_override_args,
+    _lock,
+    is_finished,
+    load_compare_config,
+    planned_runs,
+    run_compare,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_config(path: Path, **changes: object) -> Path:
+    raw: dict[str, object] = {
+        "output_dir": str(path.parent / "out"),
+        "base_config": "configs/demo-cpu.yaml",
+        "seeds": [0, 1],
+        "methods": {"grpo_tan": {"clip.policy": "fixed"}, "eppo": {"clip.policy": "eppo"}},
+    }
+    raw.update(changes)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def test_the_shipped_cpu_comparison_plans_six_methods_over_three_seeds() -> None:
+    config = load_compare_config(REPO / "configs" / "compare-cpu.yaml")
+    assert list(config.methods) == [
+        "grpo_tan",
+        "eppo",
+        "eppo_no_trend",
+        "eppo_no_taskwise",
+        "rloo",
+        "rloo_eppo",
+    ]
+    assert config.seeds == (0, 1, 2)
+    assert config.torch_threads == 1
+    assert config.methods["eppo_no_taskwise"]["clip.eppo.taskwise"] is False
+    assert config.methods["eppo_no_trend"]["clip.eppo.trend_constraint"] is False
+    assert config.methods["grpo_tan"] == {
+        "algorithm.advantage": "grpo",
+        "algorithm.task_adv_norm": True,
+        "clip.policy": "fixed",
+    }
+    assert config.methods["rloo_eppo"]["algorithm.advantage"] == "rloo"
+    assert len(planned_runs(config)) == 18
+
+
+def test_runs_are_planned_seed_by_seed(tmp_path: Path) -> None:
+    config = load_compare_config(write_config(tmp_path / "c.yaml"))
+    assert planned_runs(config) == [("grpo_tan", 0), ("eppo", 0), ("grpo_tan", 1), ("eppo", 1)]
+    assert config.run_slot("eppo", 1) == tmp_path / "out" / "runs" / "eppo" / "seed1"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"seeds": []}, r"'seeds' must be a non-empty list of integers, got \[\]"),
+        ({"seeds": [0, 0]}, r"'seeds' repeats a seed"),
+        ({"seeds": [0, "1"]}, r"'seeds' must be a non-empty list of integers"),
+        ({"methods": {}}, r"'methods' must map method names to overrides"),
+        ({"methods": {"../x": {}}}, r"method name '../x' must be a plain folder name"),
+        ({"methods": {"a": ["clip.policy=eppo"]}}, r"'methods.a' must map dotted config keys"),
+        ({"colour": "red"}, r"unknown key\(s\) \['colour'\]"),
+        ({"sft": {"ckpt": "x"}}, r"'sft' takes 'checkpoint' and 'overrides'"),
+        ({"torch_threads": 0}, r"'torch_threads' must be a positive integer, got 0"),
+    ],
+)
+def test_bad_configs_are_refused_with_the_key_named(
+    tmp_path: Path, changes: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_compare_config(write_config(tmp_path / "c.yaml", **changes))
+
+
+def test_a_missing_required_key_or_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"output_dir": "x", "seeds": [0], "methods": {"a": {}}}))
+    with pytest.raises(ValueError, match=r"missing required key 'base_config'"):
+        load_compare_config(path)
+    with pytest.raises(FileNotFoundError, match=r"comparison config .*nope\.yaml does not exist"):
+        load_compare_config(tmp_path / "nope.yaml")
+
+
+def test_overrides_become_the_trainers_key_value_arguments() -> None:
+    assert _as_override_args(
+        {"clip.policy": "eppo", "rl.steps": 2, "clip.eppo.taskwise": False, "lr": 1e-05}
+    ) == ["clip.policy=eppo", "rl.steps=2", "clip.eppo.taskwise=false", "lr=1.0e-05"]
+    assert _as_override_args(
+        {
+            "output_dir": "runs/a: b",
+            "seed": "7",
+            "tasks": {"kg": 4, "db": 8},
+            "eval.stages": ["after_rl"],
+        }
+    ) == ["output_dir='runs/a: b'", "seed='7'", "tasks={kg: 4, db: 8}", "eval.stages=[after_rl]"]
+    parsed = {}
+    for arg in _as_override_args({"output_dir": "runs/a: b", "seed": "7"}):
+        key, raw = arg.split("=", 1)
+        parsed[key] = yaml.safe_load(raw)
+    assert parsed == {"output_dir": "runs/a: b", "seed": "7"}  # strings stay strings
+
+
+def test_report_only_reads_finished_runs_and_marks_the_rest_missing(tmp_path: Path) -> None:
+    config = load_compare_config(write_config(tmp_path / "c.yaml"))
+    for method, seed in [("grpo_tan", 0), ("eppo", 0)]:
+        run = write_run(config.run_slot(method, seed))
+        (run / FINISHED).write_text(json.dumps({"run_dir": str(run), "seconds": 1.0}))
+    sft = write_run(config.sft_slot)  # its eval_after_sft.json: os 0.25, db 0.125
+    (sft / FINISHED).write_text(json.dumps({"run_dir": str(sft), "checkpoint": "unused"}))
+    (config.run_slot("eppo", 1)).mkdir(parents=True)
+    (config.run_slot("eppo", 1) / "failed.txt").write_text("Traceback ...\nValueError: boom\n")
+    assert is_finished(config, "eppo", 0) and not is_finished(config, "eppo", 1)
+    text = run_compare(tmp_path / "c.yaml", report_only=True).read_text()
+    assert "Runs finished: 2 of 4 planned (2 methods x seeds [0, 1]): **PARTIAL**." in text
+    assert "- `eppo/seed1`: ValueError: boom" in text
+    assert "| SFT start (shared) | - | 0.250 | 0.125 | 0.188 |" in text
+    assert "| eppo | 1 | 0.500 ± 0.000 | 0.250 ± 0.000 | 0.375 ± 0.000 |" in text
+
+
+def test_the_lock_refuses_a_second_live_comparison_and_is_released(tmp_path: Path) -> None:
+    (tmp_path / "compare.lock").write_text(str(os.getppid()))
+    with (
+        pytest.raises(RuntimeError, match=r"another comparison \(pid \d+\) is writing"),
+        _lock(tmp_path),
+    ):
+        pass
+    (tmp_path / "compare.lock").write_text("999999999")  # a dead holder's stale lock
+    with _lock(tmp_path):
+        assert (tmp_path / "compare.lock").read_text() == str(os.getpid())
+    assert not (tmp_path / "compare.lock").exists()

@@ -1,0 +1,108 @@
+"""The shipped OS task set: sizes, determinism, and every task solvable by its example
+while the empty answer fails."""
+
+from __future__ import annotations
+
+import gzip
+import io
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from os_backends import skip_unless
+
+from agentgym_eppo.core import asset_path, write_jsonl_gz
+from agentgym_eppo.environments.os import generator
+from agentgym_eppo.environments.os.env import OSEnv
+from agentgym_eppo.environments.os.evaluation import judge
+from agentgym_eppo.environments.os.tasks import load_tasks
+
+
+@pytest.mark.parametrize(("split", "size"), [("train", 600), ("dev", 100), ("test", 100)])
+def test_shipped_splits_load_with_their_sizes(split: str, size: int) -> None:
+    tasks = load_tasks(None, split)
+    assert len(tasks) == size
+    assert tasks[0].sample_id == f"os-{split}-0000"
+    assert all(task.init and (task.check or task.match) and task.example for task in tasks)
+    assert not any(task.missing for task in tasks)
+
+
+def test_generator_reproduces_the_shipped_bytes(tmp_path: Path) -> None:
+    for split, tasks in generator.generate_all().items():
+        path = tmp_path / f"{split}.jsonl.gz"
+        write_jsonl_gz(path, tasks)
+        assert path.read_bytes() == asset_path("os", f"{split}.jsonl.gz").read_bytes()
+
+
+def test_splits_share_no_task() -> None:
+    texts = {
+        split: {t.description + repr(t.init) for t in load_tasks(None, split)}
+        for split in generator.SPLIT_SIZES
+    }
+    assert (
+        not texts["train"] & texts["dev"]
+        and not texts["train"] & texts["test"]
+        and not texts["dev"] & texts["test"]
+    )
+
+
+def test_every_family_of_the_generator_is_shipped() -> None:
+    labels = {label for task in load_tasks(None, "dev") for label in task.labels}
+    assert {
+        "file",
+        "text",
+        "permission",
+        "user",
+        "process",
+        "background",
+        "archive",
+        "disk",
+        "scripting",
+    } <= labels
+    assert (
+        len(io.BytesIO(gzip.decompress(asset_path("os", "train.jsonl.gz").read_bytes())).getvalue())
+        < 2_000_000
+    )
+
+
+def solve(split: str, indices: range) -> list[tuple[str, bool, str]]:
+    """Solve the tasks at ``indices``; return the failures (sample id, empty passed, obs).
+
+    Each worker thread makes and closes its own environment: a bubblewrap sandbox must
+    not outlive the thread that started it.
+    """
+    env = OSEnv(split=split, command_timeout=10.0)
+    failures = []
+    try:
+        for index in indices:
+            env.reset(options={"index": index})
+            assert env.sandbox is not None
+            empty_passes = judge(env.record, "", env.sandbox)
+            while True:
+                obs, reward, terminated, truncated, _ = env.step(env.expert_action())
+                if terminated or truncated:
+                    break
+            if empty_passes or reward != 1.0:
+                failures.append((env.record.sample_id, empty_passes, obs))
+    finally:
+        env.close()
+    return failures
+
+
+def solve_every_task(split: str, workers: int = 2) -> None:
+    skip_unless("bwrap")
+    size = len(load_tasks(None, split))
+    with ThreadPoolExecutor(workers) as pool:
+        parts = pool.map(lambda start: solve(split, range(start, size, workers)), range(workers))
+        failures = [failure for part in parts for failure in part]
+    assert failures == []
+
+
+@pytest.mark.parametrize("split", ["dev", "test"])
+def test_every_shipped_task_is_solvable_and_the_empty_answer_fails(split: str) -> None:
+    solve_every_task(split)
+
+
+@pytest.mark.slow
+def test_every_shipped_train_task_is_solvable_and_the_empty_answer_fails() -> None:
+    solve_every_task("train")
