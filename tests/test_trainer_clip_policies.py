@@ -65,6 +65,14 @@ def test_eppo_refuses_tokens_of_a_task_it_was_not_paced_for():
         policy.bounds(_tokens([0, 1]))
 
 
+def test_eppo_accepts_a_task_without_tokens_this_step():
+    policy = EPPOClip(EPPOPacer())
+    eps = policy.begin_step({"os": 1.0}, {"os": 3, "db": 0})
+    lower, upper = policy.bounds(_tokens([0, 0]))
+    assert upper.tolist() == pytest.approx([1 + eps["os"]] * 2)
+    assert lower.tolist() == pytest.approx([1 - eps["os"]] * 2)
+
+
 def test_eppo_state_round_trips():
     policy = EPPOClip(EPPOPacer())
     policy.begin_step({"os": 2.0, "db": 1.0}, {"os": 1, "db": 1})

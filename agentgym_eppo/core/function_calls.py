@@ -174,6 +174,8 @@ def _loads_arguments(tool: str, text: str) -> Any:
         raise InvalidArgumentsError(
             f"{tool}: arguments are not valid JSON ({error.msg} at char {error.pos})"
         ) from None
+    except RecursionError:
+        raise InvalidArgumentsError(f"{tool}: arguments are nested too deeply to read") from None
 
 
 def _shorten(text: str, limit: int = 60) -> str:

@@ -119,11 +119,14 @@ class EPPOClip(ClipPolicy):
         return dict(self._eps)
 
     def bounds(self, batch: ClipTokens) -> tuple[torch.Tensor, torch.Tensor]:
-        missing = [name for name in batch.task_names if name not in self._eps]
+        # A task with no generated token this step has no entropy and no range; no token
+        # reads its slot, so only the tasks that own tokens must have been paced.
+        owners = sorted({batch.task_names[k] for k in batch.task_index.unique().tolist()})
+        missing = [name for name in owners if name not in self._eps]
         if missing:
             raise KeyError(f"no clip range for tasks {missing}: call begin_step with their entropy")
         per_task = torch.tensor(
-            [self._eps[name] for name in batch.task_names],
+            [self._eps.get(name, self.pacer.eps0) for name in batch.task_names],
             dtype=batch.ratio.dtype,
             device=batch.ratio.device,
         )

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel
 
+from agentgym_eppo.core import Status
+
 from .advantages import grpo_advantages, normalize_by_task, rloo_advantages
 from .batching import micro_batches, token_logprobs
 from .clip_policies import ClipPolicy, ClipTokens
@@ -145,7 +147,13 @@ class PolicyUpdater:
         return advantages
 
     def step(self, episodes: Sequence[Episode], generator: torch.Generator) -> UpdateResult:
-        """The whole update for one training step's episodes."""
+        """The whole update for one training step's episodes.
+
+        Episodes that ended as ``task_error`` (a backend or worker failure, not the
+        policy's doing) are left out of the advantages, the entropy and the loss; the
+        step's metrics still count them.
+        """
+        episodes = [e for e in episodes if e.status != Status.TASK_ERROR.value]
         result = UpdateResult()
         started = time.perf_counter()
         scored = self.score(episodes)
