@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from .distributed.config import EngineConfig, RayConfig, ScaleConfig
+
 ADVANTAGES = ("grpo", "rloo")
 CLIP_POLICIES = ("fixed", "eppo", "dapo", "dcpo", "bapo")
 EVAL_STAGES = ("before_sft", "after_sft", "after_rl")
@@ -232,9 +234,18 @@ class TrainConfig:
     clip: ClipConfig = field(default_factory=ClipConfig, metadata={"help": "Clip policy."})
     rl: RLConfig = field(default_factory=RLConfig, metadata={"help": "RL loop."})
     eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "Evaluation."})
+    ray: RayConfig = field(
+        default_factory=RayConfig,
+        metadata={"help": "Ray cluster (None: one process; ray.address=auto joins a cluster)."},
+    )
+    engine: EngineConfig = field(
+        default_factory=EngineConfig,
+        metadata={"help": "RL rollout engine: hf | sglang | sglang-server (docs/scaling.md)."},
+    )
 
     def validate(self) -> TrainConfig:
         """Raise ``ValueError`` naming the field of any inconsistent setting; return self."""
+        ScaleConfig(self.ray, self.engine).validate()
         if self.algorithm.advantage not in ADVANTAGES:
             raise ValueError(
                 f"algorithm.advantage must be one of {ADVANTAGES}, got {self.algorithm.advantage!r}"

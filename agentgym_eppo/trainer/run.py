@@ -40,7 +40,10 @@ from .clip_policies import (
     FixedClip,
 )
 from .config import TrainConfig, dump_config
-from .engine import HFGenerateEngine
+from .distributed.config import ScaleConfig
+from .distributed.launch import close_engine, make_rollout_engine, make_vector_env
+from .distributed.ray_cluster import connect
+from .engine import HFGenerateEngine, RolloutEngine
 from .evaluation import evaluate_policy, write_eval
 from .metrics import MetricsWriter
 from .pacer import EPPOPacer
@@ -241,8 +244,6 @@ class Trainer:
 
     def reinforce(self, start_state: Mapping[str, Any] | None = None) -> None:
         """The RL loop (from step 1, or after ``start_state``'s step on resume)."""
-        from agentgym_eppo.vector import MultiTaskVectorEnv
-
         assert self.model is not None
         config = self.config
         model = self.model
@@ -286,19 +287,29 @@ class Trainer:
             pad_token_id=self.tokenizer.pad_token_id,
             ref_model=ref_model,
         )
-        engine = self.engine()
+        scale = ScaleConfig(config.ray, config.engine)
+        started_ray = connect(config.ray) if config.ray.address is not None else False
+        engine = make_rollout_engine(
+            scale,
+            model,
+            self.tokenizer,
+            self.run_dir,
+            self.bf16,
+            config.rollout.generation_batch,
+            config.seed,
+        )
         writer = MetricsWriter(
             self.run_dir,
             tensorboard=config.tensorboard,
             resume_after=first_step - 1 if start_state is not None else None,
         )
-        venv = MultiTaskVectorEnv(
+        venv = make_vector_env(
+            scale,
             config.tasks,
-            group_size=config.rollout.group_size,
-            split="train",
-            env_kwargs=self.env_kwargs,
-            backend=config.rollout.backend,
-            seed=config.seed,
+            config.rollout.group_size,
+            self.env_kwargs,
+            config.seed,
+            config.rollout.backend,
         )
         limits = self.limits(config.rollout.temperature)
         try:
@@ -319,12 +330,13 @@ class Trainer:
         finally:
             venv.close()
             writer.close()
+            close_engine(engine, started_ray)
 
     def _rl_step(
         self,
         step: int,
         venv: Any,
-        engine: HFGenerateEngine,
+        engine: RolloutEngine,
         updater: PolicyUpdater,
         tracker: EPPOPacer,
         limits: RolloutLimits,
@@ -341,6 +353,7 @@ class Trainer:
         rollout_seconds = time.perf_counter() - started
         generator = torch.Generator().manual_seed(step_seed(self.config.seed, step))
         result = updater.step(episodes, generator)
+        engine.update_weights(updater.model)  # the weight sync (a no-op for the in-process engine)
         clip_policy = updater.clip_policy
         if isinstance(clip_policy, EPPOClip) and clip_policy.taskwise:
             paces = clip_policy.pacer.tasks

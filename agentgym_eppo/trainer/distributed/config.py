@@ -1,0 +1,128 @@
+"""Config sections for running past one process: ``ray.*``, ``engine.*``, ``fsdp.*``.
+
+The defaults are the single-process trainer (no Ray, the in-process HF engine, no
+FSDP); setting ``ray.address`` switches the run to a Ray cluster (``local`` starts one
+here, ``auto`` joins the cluster this node belongs to, ``ray://host:10001`` a remote
+one). These are plain dataclasses in the style of :mod:`agentgym_eppo.trainer.config`
+so that ``TrainConfig`` can hold them as fields and ``key=value`` overrides reach
+them (``ray.address=auto``, ``engine.kind=sglang-server``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ENGINE_KINDS = ("hf", "sglang", "sglang-server")
+WEIGHT_SYNC = ("disk", "tensor")
+
+
+def _help(text: str, default: Any) -> Any:
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass
+class RayConfig:
+    """Where the env workers, rollout engines and trainer ranks run."""
+
+    address: str | None = _help(
+        "None: one process (the default); 'local': start a Ray runtime here; 'auto': join "
+        "this node's cluster; 'ray://host:port': a remote cluster.",
+        None,
+    )
+    num_cpus: int | None = _help("CPUs of a runtime started with address=local.", None)
+    env_worker_cpus: float = _help(
+        "CPUs each env worker actor asks for: a fraction, so that hundreds of workers "
+        "never wait for whole CPUs (NOTES.md: Ray leaves over-asking actors pending).",
+        0.05,
+    )
+    envs_per_worker: int = _help("Env slots per worker actor.", 1)
+    rollout_actors: int = _help("HF rollout engine actors (engine.kind=hf).", 1)
+    rollout_actor_cpus: float = _help("CPUs per HF rollout actor.", 1.0)
+    rollout_actor_gpus: float = _help("GPUs per HF rollout actor.", 0.0)
+    trainer_ranks: int = _help("Trainer ranks placed by a placement group (FSDP world).", 1)
+    trainer_rank_cpus: float = _help("CPUs per trainer rank.", 1.0)
+    trainer_rank_gpus: float = _help("GPUs per trainer rank.", 0.0)
+    get_timeout_s: float = _help(
+        "Upper bound on every ray.get: a hung actor becomes an error, never a hang.", 600.0
+    )
+
+
+@dataclass
+class EngineConfig:
+    """The rollout engine (EPPO paper appendix A: SGLang; sampling T = 0.8, top-p 1)."""
+
+    kind: str = _help(
+        "hf: transformers generate in the trainer (or in Ray actors); sglang: an "
+        "in-process sglang.Engine (gpu extra); sglang-server: an SGLang server over HTTP.",
+        "hf",
+    )
+    url: str = _help(
+        "Base URL of the SGLang server (kind=sglang-server).", "http://127.0.0.1:30000"
+    )
+    weight_sync: str = _help(
+        "How new weights reach SGLang: disk (save, then /update_weights_from_disk; works "
+        "across machines sharing a file system) or tensor (in-process engine only).",
+        "disk",
+    )
+    sync_dir: str | None = _help(
+        "Where disk sync writes the weights (None: RUN_DIR/engine_weights).", None
+    )
+    top_p: float = _help("Nucleus sampling (paper: 1.0, the full distribution).", 1.0)
+    top_k: int = _help("Top-k sampling (-1: off, the full distribution).", -1)
+    timeout_s: float = _help("HTTP timeout per request.", 600.0)
+    mem_fraction_static: float = _help("GPU memory share of sglang.Engine (kind=sglang).", 0.5)
+    tp_size: int = _help("Tensor parallel size of sglang.Engine.", 1)
+    stale_share: float = _help(
+        "Off-policy sampling (AgentRL): share of the slots whose turns come from a stale "
+        "engine synced every stale_every steps; 0 turns it off.",
+        0.0,
+    )
+    stale_every: int = _help("Steps between syncs of the stale engine.", 4)
+
+
+@dataclass
+class FSDPConfig:
+    """FSDP2 training (``torch.distributed.fsdp.fully_shard``), launched by torchrun or Ray."""
+
+    enabled: bool = _help("Shard the actor and the reference over the ranks.", False)
+    gradient_checkpointing: bool = _help("Recompute decoder layers in the backward.", True)
+    reference_bf16: bool = _help("Keep the frozen reference in bf16 (the actor stays fp32).", True)
+    reshard_after_forward: bool = _help(
+        "Free gathered parameters after each forward (ZeRO-3); False keeps them (ZeRO-2).", True
+    )
+    backend: str | None = _help("torch.distributed backend; None: nccl on GPU, gloo on CPU.", None)
+
+
+@dataclass
+class ScaleConfig:
+    """The three sections together (for code that wants them as one object)."""
+
+    ray: RayConfig = field(default_factory=RayConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    fsdp: FSDPConfig = field(default_factory=FSDPConfig)
+
+    def validate(self) -> ScaleConfig:
+        """Raise ``ValueError`` naming the field of any inconsistent setting; return self."""
+        if self.engine.kind not in ENGINE_KINDS:
+            raise ValueError(f"engine.kind must be one of {ENGINE_KINDS}, got {self.engine.kind!r}")
+        if self.engine.weight_sync not in WEIGHT_SYNC:
+            raise ValueError(
+                f"engine.weight_sync must be one of {WEIGHT_SYNC}, got {self.engine.weight_sync!r}"
+            )
+        if self.engine.weight_sync == "tensor" and self.engine.kind == "sglang-server":
+            raise ValueError(
+                "engine.weight_sync=tensor needs engine.kind=sglang (a server on another "
+                "machine cannot map the trainer's tensors); use disk"
+            )
+        if not 0.0 <= self.engine.stale_share < 1.0 or self.engine.stale_every < 1:
+            raise ValueError("engine.stale_share must be in [0, 1) and engine.stale_every >= 1")
+        if not 0 < self.ray.env_worker_cpus <= 64:
+            raise ValueError(
+                f"ray.env_worker_cpus must be in (0, 64], got {self.ray.env_worker_cpus}"
+            )
+        if self.ray.rollout_actors < 1 or self.ray.trainer_ranks < 1:
+            raise ValueError("ray.rollout_actors and ray.trainer_ranks must be >= 1")
+        if self.ray.get_timeout_s <= 0:
+            raise ValueError("ray.get_timeout_s must be positive")
+        return self

@@ -1,0 +1,360 @@
+"""FSDP2 training: the policy update of :class:`~agentgym_eppo.trainer.update.PolicyUpdater`
+sharded over ranks with ``torch.distributed.fsdp.fully_shard``.
+
+* The actor is sharded in fp32 (each decoder layer its own unit, the rest in the root
+  unit), the frozen reference in bf16 (half the memory; it only scores tokens for the
+  KL term). Gradient checkpointing recomputes each decoder layer in the backward.
+* Each rank scores and trains on its share of the step's episodes (balanced by token
+  count, fixed for the step so that its old log-probs stay local); micro-batches stay capped at ``micro_batch_tokens`` (EPPO appendix A: 16,384).
+  FSDP's collectives need the same number of forward/backward passes on every rank, so
+  a rank with fewer micro-batches runs zero-weighted one-token passes.
+* The loss stays the token mean over the *whole* batch (every rank divides by the
+  global token count); FSDP averages gradients over ranks, so each rank's loss is
+  multiplied by the world size, and the sharded gradient equals the single-process one
+  (``tests/test_scale_fsdp.py`` checks this on 2 gloo ranks).
+* Advantages, the per-task entropy handed to the clip policy and the clip statistics
+  are computed over all ranks, so every rank's clip policy takes the same step.
+
+Launch with ``torchrun --nproc_per_node N`` (or Ray trainer ranks,
+:mod:`.ray_trainer`); :func:`init_distributed` reads the usual environment variables.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor
+from transformers import PreTrainedModel
+
+from ..batching import MicroBatch, micro_batches, token_logprobs
+from ..clip_policies import ClipPolicy, ClipTokens
+from ..losses import token_losses, token_sum
+from ..rollout import Episode
+from ..update import PolicyUpdater, Scored, UpdateResult, UpdateSettings
+
+
+def init_distributed(backend: str | None = None) -> tuple[int, int]:
+    """Join the process group torchrun (or a Ray rank) describes; return (rank, world size).
+
+    ``backend`` None: nccl when CUDA is available, else gloo. On GPU each rank takes the
+    device ``LOCAL_RANK``.
+    """
+    if not dist.is_initialized():
+        chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        if chosen == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(chosen)
+    return dist.get_rank(), dist.get_world_size()
+
+
+class Scorer(nn.Module):
+    """The FSDP root: one forward = the trainer's chunked token log-probs and entropy.
+
+    Calling the decoder and the output embedding inside this module's forward is what
+    lets the root FSDP unit gather the embedding, final norm and head (which
+    :func:`~agentgym_eppo.trainer.batching.token_logprobs` reaches outside the model's
+    own ``forward``).
+    """
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, batch: MicroBatch, temperature: float, chunk_size: int, bf16: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return token_logprobs(self.model, batch, temperature, chunk_size, bf16)
+
+
+def shard_model(
+    model: PreTrainedModel,
+    dtype: torch.dtype = torch.float32,
+    gradient_checkpointing: bool = False,
+    reshard_after_forward: bool = True,
+) -> Scorer:
+    """Cast ``model`` to ``dtype``, shard each decoder layer and the rest; return the root."""
+    model.to(dtype)  # type: ignore[arg-type]
+    if gradient_checkpointing:  # transformers 5 renamed it; 4.x has only the old name
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    if torch.cuda.is_available():
+        model.to(torch.device("cuda", torch.cuda.current_device()))  # type: ignore[arg-type]
+    for layer in model.get_decoder().layers:
+        fully_shard(layer, reshard_after_forward=reshard_after_forward)
+    scorer = Scorer(model)
+    fully_shard(scorer, reshard_after_forward=reshard_after_forward)
+    return scorer
+
+
+def shard_reference(model: PreTrainedModel, bf16: bool = True) -> Scorer:
+    """The frozen reference: no gradients, bf16 unless told otherwise."""
+    model.requires_grad_(False)
+    model.eval()
+    return shard_model(model, torch.bfloat16 if bf16 else torch.float32)
+
+
+def rank_share(lengths: Sequence[int], rank: int, world: int) -> list[int]:
+    """Indices into ``lengths`` this rank trains on: longest first to the least-loaded rank.
+
+    Deterministic (ties go to the lower rank), so every rank computes the same split.
+    """
+    loads = [0] * world
+    owner = [0] * len(lengths)
+    for index in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        target = min(range(world), key=lambda r: (loads[r], r))
+        owner[index] = target
+        loads[target] += lengths[index]
+    return [i for i in range(len(lengths)) if owner[i] == rank]
+
+
+def _idle_batch(pad_token_id: int) -> MicroBatch:
+    """A one-token batch whose loss is multiplied by zero (keeps collectives in step)."""
+    return MicroBatch(
+        members=[],
+        input_ids=torch.full((1, 2), pad_token_id, dtype=torch.long),
+        attention_mask=torch.ones((1, 2), dtype=torch.long),
+        rows=torch.zeros(1, dtype=torch.long),
+        positions=torch.zeros(1, dtype=torch.long),
+        targets=torch.full((1,), pad_token_id, dtype=torch.long),
+        member_of_token=torch.zeros(1, dtype=torch.long),
+    )
+
+
+def _all_sum(values: Sequence[float]) -> list[float]:
+    tensor = torch.tensor(list(values), dtype=torch.float64)
+    if torch.cuda.is_available() and dist.get_backend() == "nccl":
+        tensor = tensor.cuda()
+    dist.all_reduce(tensor)
+    return tensor.cpu().tolist()
+
+
+def _all_max(value: int) -> int:
+    tensor = torch.tensor([value], dtype=torch.long)
+    if torch.cuda.is_available() and dist.get_backend() == "nccl":
+        tensor = tensor.cuda()
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor.item())
+
+
+class FSDPPolicyUpdater(PolicyUpdater):
+    """:class:`PolicyUpdater` over FSDP2 ranks; every rank calls :meth:`step` with the
+    same episodes (each trains on its share) and gets the same :class:`UpdateResult`."""
+
+    def __init__(
+        self,
+        scorer: Scorer,
+        optimizer: torch.optim.Optimizer,
+        clip_policy: ClipPolicy,
+        settings: UpdateSettings,
+        pad_token_id: int,
+        ref_scorer: Scorer | None = None,
+    ) -> None:
+        super().__init__(scorer.model, optimizer, clip_policy, settings, pad_token_id)
+        self.scorer = scorer
+        self.ref_scorer = ref_scorer
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+
+    @property
+    def _uses_reference(self) -> bool:
+        return self.ref_scorer is not None and self.settings.kl_coef != 0
+
+    def _batches(
+        self, episodes: Sequence[Episode], indices: Sequence[int], owned: set[int]
+    ) -> list[MicroBatch]:
+        """This rank's micro-batches over the ``owned`` ones of ``indices``, padded to the
+        ranks' largest count."""
+        transcripts = [episode.transcript for episode in episodes]
+        mine = [i for i in indices if i in owned]
+        batches = (
+            micro_batches(transcripts, mine, self.settings.micro_batch_tokens, self.pad_token_id)
+            if mine
+            else []
+        )
+        missing = _all_max(len(batches)) - len(batches)
+        return batches + [_idle_batch(self.pad_token_id) for _ in range(missing)]
+
+    def owned(self, episodes: Sequence[Episode]) -> set[int]:
+        """The episodes this rank scores and trains on for the whole step."""
+        lengths = [len(episode.transcript) for episode in episodes]
+        return set(rank_share(lengths, self.rank, self.world))
+
+    @torch.no_grad()
+    def score(self, episodes: Sequence[Episode]) -> Scored:
+        """Old (and reference) log-probs and entropy of this rank's episodes; the others
+        stay empty."""
+        s = self.settings
+        old = [torch.zeros(0)] * len(episodes)
+        entropy = [torch.zeros(0)] * len(episodes)
+        ref = [torch.zeros(0)] * len(episodes) if self._uses_reference else None
+        for batch in self._batches(episodes, range(len(episodes)), self.owned(episodes)):
+            logp, ent = self.scorer(batch, s.temperature, s.logprob_chunk, s.bf16)
+            if ref is not None and self.ref_scorer is not None:
+                ref_logp, _ = self.ref_scorer(batch, s.temperature, s.logprob_chunk, False)
+            if not batch.members:
+                continue
+            self._scatter(batch.members, batch.member_of_token, logp, old)
+            self._scatter(batch.members, batch.member_of_token, ent, entropy)
+            if ref is not None:
+                self._scatter(batch.members, batch.member_of_token, ref_logp, ref)
+        return Scored(old, entropy, ref)
+
+    def step(self, episodes: Sequence[Episode], generator: torch.Generator) -> UpdateResult:
+        result = UpdateResult()
+        started = time.perf_counter()
+        scored = self.score(episodes)
+        result.score_seconds = time.perf_counter() - started
+        advantages = self.advantages(episodes)  # every rank holds every episode's reward
+        result.advantages = advantages.tolist()
+        task_names = sorted({episode.task_id for episode in episodes})
+        local_sum: dict[str, float] = defaultdict(float)
+        for episode, ent in zip(episodes, scored.entropy, strict=True):
+            local_sum[episode.task_id] += float(ent.sum())
+        sums = _all_sum([local_sum[t] for t in task_names])
+        tokens = {
+            t: sum(e.generated_tokens for e in episodes if e.task_id == t) for t in task_names
+        }
+        result.task_entropy = {
+            t: sums[k] / tokens[t] for k, t in enumerate(task_names) if tokens[t]
+        }
+        result.task_tokens = tokens
+        result.tokens = sum(tokens.values())
+        paced = time.perf_counter()
+        result.task_clip_eps = self.clip_policy.begin_step(result.task_entropy, result.task_tokens)
+        result.pacer_seconds = time.perf_counter() - paced
+        if result.tokens == 0:
+            return result
+        trained = time.perf_counter()
+        self._train(episodes, scored, advantages, task_names, generator, result)
+        result.train_seconds = time.perf_counter() - trained
+        return result
+
+    def _train(
+        self,
+        episodes: Sequence[Episode],
+        scored: Scored,
+        advantages: torch.Tensor,
+        task_names: list[str],
+        generator: torch.Generator,
+        result: UpdateResult,
+    ) -> None:
+        s = self.settings
+        task_index = {name: k for k, name in enumerate(task_names)}
+        counts = torch.zeros(2, len(task_names), dtype=torch.float64)  # clipped, counted
+        losses, kls, norms = [], [], []
+        trainable = [i for i, episode in enumerate(episodes) if episode.generated_tokens > 0]
+        owned = self.owned(episodes)
+        self.model.train()
+        for _ in range(s.ppo_epochs):
+            order = [trainable[i] for i in torch.randperm(len(trainable), generator=generator)]
+            size = -(-len(order) // s.mini_batches)
+            for start in range(0, len(order), size):
+                mini = order[start : start + size]
+                batch_tokens = sum(episodes[i].generated_tokens for i in mini)
+                loss_total = kl_total = 0.0
+                for batch in self._batches(episodes, mini, owned):
+                    logp, entropy = self.scorer(batch, s.temperature, s.logprob_chunk, s.bf16)
+                    if not batch.members:
+                        (logp.sum() * 0.0).backward()
+                        continue
+                    loss, kl, clipped, owner = self._micro_loss(
+                        batch,
+                        logp,
+                        entropy,
+                        episodes,
+                        scored,
+                        advantages,
+                        task_index,
+                        task_names,
+                        batch_tokens,
+                    )
+                    (loss * self.world).backward()  # FSDP averages gradients over ranks
+                    loss_total += float(loss.detach())
+                    kl_total += kl
+                    for k in range(len(task_names)):
+                        selected = owner == k
+                        counts[0, k] += float(clipped[selected].sum())
+                        counts[1, k] += float(selected.sum())
+                norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.max_grad_norm)
+                if isinstance(norm, DTensor):
+                    norm = norm.full_tensor()
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                total_loss, total_kl = _all_sum([loss_total, kl_total])
+                losses.append(total_loss)
+                kls.append(total_kl)
+                norms.append(float(norm))
+        result.loss = sum(losses) / len(losses)
+        result.kl = sum(kls) / len(kls)
+        result.grad_norm = sum(norms) / len(norms)
+        totals = _all_sum(counts.flatten().tolist())
+        clipped_all, counted_all = totals[: len(task_names)], totals[len(task_names) :]
+        result.task_clip_fraction = {
+            name: clipped_all[k] / counted_all[k]
+            for k, name in enumerate(task_names)
+            if counted_all[k]
+        }
+
+    def _micro_loss(
+        self,
+        batch: MicroBatch,
+        logp: torch.Tensor,
+        entropy: torch.Tensor,
+        episodes: Sequence[Episode],
+        scored: Scored,
+        advantages: torch.Tensor,
+        task_index: dict[str, int],
+        task_names: list[str],
+        batch_tokens: int,
+    ) -> tuple[torch.Tensor, float, torch.Tensor, torch.Tensor]:
+        """The micro-batch's share of the global token-mean loss (as PolicyUpdater)."""
+        s = self.settings
+        members = batch.members
+        device = logp.device
+        old = torch.cat([scored.old_logprobs[i] for i in members]).to(device)
+        ref = (
+            torch.cat([scored.ref_logprobs[i] for i in members]).to(device)
+            if scored.ref_logprobs is not None
+            else None
+        )
+        counts = torch.tensor([episodes[i].generated_tokens for i in members])
+        adv = advantages[members].repeat_interleave(counts).to(device)
+        owner = torch.tensor([task_index[episodes[i].task_id] for i in members]).repeat_interleave(
+            counts
+        )
+        ratio = torch.exp(logp.detach().float() - old)
+        lower, upper = self.clip_policy.bounds(ClipTokens(owner, task_names, old, adv, ratio))
+        terms = token_losses(logp.float(), entropy, old, adv, lower, upper, ref, s.dual_clip_c)
+        loss = token_sum(terms, batch_tokens, s.kl_coef, s.entropy_coef)
+        kl = float(terms.kl.detach().sum()) / batch_tokens
+        return loss, kl, terms.clipped.cpu(), owner
+
+
+def full_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer gathered to full CPU tensors (all ranks must call it)."""
+    state = {}
+    for name, value in module.state_dict().items():
+        if isinstance(value, DTensor):
+            value = value.full_tensor()
+        state[name] = value.detach().cpu()
+    return state
+
+
+__all__ = [
+    "FSDPPolicyUpdater",
+    "Scorer",
+    "full_state_dict",
+    "init_distributed",
+    "rank_share",
+    "shard_model",
+    "shard_reference",
+]

@@ -1,0 +1,175 @@
+"""Choosing and wiring the scaled pieces from a :class:`~.config.ScaleConfig`.
+
+``make_policy_updater`` gives the single-process update or its FSDP2 form
+(``fsdp.enabled``); ``make_rollout_engine`` picks the engine ``engine.kind`` names (in the trainer, in Ray
+actors when ``ray.address`` is set, or SGLang) and wraps it for off-policy sampling
+when ``engine.stale_share > 0``; ``make_vector_env`` puts the env workers in Ray actors
+with fractional CPUs when ``ray.address`` is set; ``training_step`` is one RL step over
+them: reset, multi-turn rollouts, the policy update, the weight sync.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel
+
+from ..clip_policies import ClipPolicy
+from ..engine import HFGenerateEngine, RolloutEngine
+from ..engines.stale import SnapshotHFEngine, StaleMixEngine
+from ..rollout import Episode, RolloutLimits, play_episodes, slot_info, start_episode
+from ..update import PolicyUpdater, UpdateResult, UpdateSettings
+from .config import ScaleConfig
+
+
+def make_rollout_engine(
+    scale: ScaleConfig,
+    model: PreTrainedModel,
+    tokenizer: Any,
+    run_dir: str | Path,
+    bf16: bool = False,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> RolloutEngine:
+    """The rollout engine of ``scale.engine`` (already holding ``model``'s weights)."""
+    scale.validate()
+    e, r = scale.engine, scale.ray
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    sync_dir = Path(e.sync_dir) if e.sync_dir else Path(run_dir) / "engine_weights"
+
+    def build(role: str) -> RolloutEngine:
+        if e.kind == "sglang-server":
+            from ..engines.sglang_engine import SamplingSettings, SGLangServerEngine
+
+            server = SGLangServerEngine(
+                e.url, eos, sync_dir / role, SamplingSettings(e.top_p, e.top_k), e.timeout_s
+            )
+            server.update_weights(model)  # the server starts from the trainer's weights
+            return server
+        if e.kind == "sglang":
+            from ..engines.sglang_engine import SamplingSettings, SGLangInProcessEngine
+
+            initial = sync_dir / role / "initial"
+            model.save_pretrained(initial)
+            return SGLangInProcessEngine(
+                initial,
+                eos,
+                SamplingSettings(e.top_p, e.top_k),
+                sync=e.weight_sync,
+                sync_dir=sync_dir / role,
+                mem_fraction_static=e.mem_fraction_static,
+                tp_size=e.tp_size,
+            )
+        if r.address is not None:
+            from .ray_rollout import RayRolloutEngine
+
+            options = {"num_cpus": r.rollout_actor_cpus, "num_gpus": r.rollout_actor_gpus}
+            return RayRolloutEngine(
+                model, eos, pad, r.rollout_actors, options, r.get_timeout_s, batch_size, bf16, seed
+            )
+        if role == "stale":
+            return SnapshotHFEngine(model, eos, pad, batch_size, bf16)
+        return HFGenerateEngine(model, eos, pad, batch_size, bf16)
+
+    fresh = build("fresh")
+    if e.stale_share == 0:
+        return fresh
+    return StaleMixEngine(fresh, build("stale"), e.stale_share, e.stale_every, seed)
+
+
+def make_policy_updater(
+    scale: ScaleConfig,
+    model: PreTrainedModel,
+    ref_model: PreTrainedModel | None,
+    clip_policy: ClipPolicy,
+    settings: UpdateSettings,
+    pad_token_id: int,
+    optimizer: Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer],
+) -> PolicyUpdater:
+    """The trainer's :class:`PolicyUpdater`, or with ``fsdp.enabled`` (under torchrun or
+    Ray trainer ranks) its FSDP2 form: the actor sharded in fp32 with gradient
+    checkpointing, the reference in bf16. ``optimizer`` builds the optimizer from the
+    parameters (after sharding: FSDP2 replaces them with sharded ones)."""
+    f = scale.fsdp
+    if not f.enabled:
+        return PolicyUpdater(
+            model, optimizer(model.parameters()), clip_policy, settings, pad_token_id, ref_model
+        )
+    from .fsdp import FSDPPolicyUpdater, init_distributed, shard_model, shard_reference
+
+    init_distributed(f.backend)
+    actor = shard_model(
+        model,
+        gradient_checkpointing=f.gradient_checkpointing,
+        reshard_after_forward=f.reshard_after_forward,
+    )
+    reference = shard_reference(ref_model, f.reference_bf16) if ref_model is not None else None
+    return FSDPPolicyUpdater(
+        actor, optimizer(actor.parameters()), clip_policy, settings, pad_token_id, reference
+    )
+
+
+def make_vector_env(
+    scale: ScaleConfig,
+    tasks: Mapping[str, int],
+    group_size: int,
+    env_kwargs: Mapping[str, Mapping[str, Any]],
+    seed: int,
+    backend: str = "subprocess",
+) -> Any:
+    """The training ``MultiTaskVectorEnv``: Ray env workers when ``ray.address`` is set."""
+    from agentgym_eppo.vector import MultiTaskVectorEnv
+
+    options: dict[str, Any] = {}
+    if scale.ray.address is not None:
+        backend = "ray"
+        options = {"actor_options": {"num_cpus": scale.ray.env_worker_cpus}}
+    return MultiTaskVectorEnv(
+        dict(tasks),
+        group_size=group_size,
+        split="train",
+        env_kwargs=env_kwargs,
+        backend=backend,
+        seed=seed,
+        envs_per_worker=scale.ray.envs_per_worker,
+        backend_options=options,
+    )
+
+
+def close_engine(engine: RolloutEngine, stop_ray: bool = False) -> None:
+    """Stop what ``make_rollout_engine`` started (actors, an in-process SGLang) and the
+    Ray runtime when this process started it."""
+    for part in (engine, getattr(engine, "fresh", None), getattr(engine, "stale", None)):
+        for name in ("close", "shutdown"):
+            stop = getattr(part, name, None)
+            if callable(stop):
+                stop()
+    if stop_ray:
+        import ray
+
+        ray.shutdown()
+
+
+def training_step(
+    venv: Any,
+    engine: RolloutEngine,
+    updater: PolicyUpdater,
+    tokenizer: Any,
+    limits: RolloutLimits,
+    seed: int,
+    prompt_style: str = "full",
+) -> tuple[list[Episode], UpdateResult]:
+    """One RL step: every slot plays an episode, one update, then the engines get the
+    new weights (so the next step samples from the updated policy)."""
+    observations, infos = venv.reset(seed=seed)
+    episodes = [
+        start_episode(tokenizer, i, observations[i], slot_info(infos, i), prompt_style)
+        for i in range(venv.num_envs)
+    ]
+    play_episodes(venv, episodes, engine, tokenizer, limits)
+    result = updater.step(episodes, torch.Generator().manual_seed(seed))
+    engine.update_weights(updater.model)
+    return episodes, result
