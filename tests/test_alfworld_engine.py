@@ -108,3 +108,17 @@ def test_closed_engine_refuses_calls_and_closes_once() -> None:
     engine.close()
     with pytest.raises(RuntimeError, match="engine is closed"):
         engine.reset()
+
+
+def test_a_closed_engines_library_copy_is_reused_and_plays_identically() -> None:
+    (record,) = _games("pick_and_place_simple")
+    first = ALFWorldEngine()
+    expected = _transcript(first, record, seed=3)
+    library = first._pddl.downward_lib
+    first.close()
+    second = ALFWorldEngine()
+    try:
+        assert second._pddl.downward_lib is library
+        assert _transcript(second, record, seed=3) == expected
+    finally:
+        second.close()

@@ -159,6 +159,10 @@ class EngineCaches:
 
 _PATCH_LOCK = threading.RLock()
 _STOCK_PDDL2SAS = fast_downward.pddl2sas
+_STOCK_LOAD_LIB = fast_downward.load_lib
+_IDLE_LIBRARIES: list[Any] = []
+"""Fast Downward library copies of closed engines, each reused by one new engine."""
+_IDLE_LIBRARIES_LOCK = threading.Lock()
 _STOCK_PARSE_TEMPLATE = pddl_textgen._parse_and_convert
 _STOCK_PARSE_LOGIC = pddl_logic._parse_and_convert
 _STOCK_PARSE_QUERY = Rule.parse_conjunctive_query.__func__
@@ -202,6 +206,14 @@ def _argv_preserving_pddl2sas(
         return cache.get_or_compute((domain, problem, optimize), run)
 
     return pddl2sas
+
+
+def _reuse_or_load_library() -> Any:
+    """A closed engine's library copy if one is idle, else a fresh copy (``load_lib``)."""
+    with _IDLE_LIBRARIES_LOCK:
+        if _IDLE_LIBRARIES:
+            return _IDLE_LIBRARIES.pop()
+    return _STOCK_LOAD_LIB()
 
 
 @contextmanager
@@ -265,7 +277,11 @@ class ALFWorldEngine:
         self.caches: EngineCaches | None = (caches or EngineCaches()) if memoize else None
         infos = textworld.EnvInfos(admissible_commands=True, won=True, facts=True, feedback=True)
         with _engine_patches(self.caches):
-            self._pddl = PddlEnv(infos)
+            fast_downward.load_lib = _reuse_or_load_library
+            try:
+                self._pddl = PddlEnv(infos)
+            finally:
+                fast_downward.load_lib = _STOCK_LOAD_LIB
             self._env = AlfredDemangler(self._pddl, shuffle=False)
         self._loaded: Mapping[str, Any] | None = None
         self._closed = False
@@ -304,11 +320,20 @@ class ALFWorldEngine:
         return states
 
     def close(self) -> None:
-        """Unload Fast Downward's library copy (each engine dlopens its own); idempotent."""
+        """Release the loaded game and hand the engine's library copy on; idempotent.
+
+        Each engine needs a private copy of Fast Downward's library (it keeps its state in
+        globals). Unloading a copy with ``dlclose`` corrupted the process (a later
+        engine's ``dlopen`` crashed with a segmentation fault in the test suite), so a
+        closed engine's copy is cleaned and kept for the next engine instead.
+        """
         if not self._closed:
             self._closed = True
             self._loaded = None
-            fast_downward.close_lib(self._pddl.downward_lib)
+            library = self._pddl.downward_lib
+            library.cleanup()
+            with _IDLE_LIBRARIES_LOCK:
+                _IDLE_LIBRARIES.append(library)
 
     def _check_open(self) -> None:
         if self._closed:
