@@ -371,6 +371,7 @@ def run_soak(
     progress: Any = None,
     budget_s: float | None = None,
     drain: bool = True,
+    min_episodes_per_task: int = 0,
 ) -> SoakReport:
     """Play ``episodes`` episodes over ``tasks`` and measure what is left behind.
 
@@ -379,7 +380,8 @@ def run_soak(
     the run stops starting episodes once that many seconds have passed (the report
     says how many episodes it reached). ``drain=False`` closes the vector env while the
     last steps are still running, as an interrupted program would; ``True`` (default)
-    collects them first.
+    collects them first. ``min_episodes_per_task`` plays on past ``episodes`` until every
+    task has ended that many (a slow task's episodes can outlast the fast tasks' quota).
     """
     marker = f"{os.getpid()}-{time.time_ns()}"
     since = time.time()
@@ -427,15 +429,20 @@ def run_soak(
                         progress(done, episodes)
                 return True
 
+            def finished_playing() -> bool:
+                if budget_s is not None and time.perf_counter() - started > budget_s:
+                    return True
+                return done >= episodes and all(
+                    sum(statuses[task].values()) >= min_episodes_per_task for task in tasks
+                )
+
             idle = list(range(venv.num_envs))
             resets = venv.reset_some(idle)
             while True:
                 for index, observation, info in resets:
                     observations[index] = observation
                     policy.begin(index, info)
-                if done >= episodes or (
-                    budget_s is not None and time.perf_counter() - started > budget_s
-                ):
+                if finished_playing():
                     break
                 actions = [policy.act(i, observations[i]) for i in idle]
                 garbage += sum(1 for a in actions if not _looks_valid(a))
@@ -445,7 +452,7 @@ def run_soak(
                 idle = []
                 for outcome in venv.collect_steps():
                     (finished if tally(outcome) else idle).append(outcome.index)
-                resets = venv.reset_some(finished) if finished and done < episodes else []
+                resets = venv.reset_some(finished) if finished and not finished_playing() else []
                 idle += [index for index, _, _ in resets]
             while drain and pending:
                 for outcome in venv.collect_steps():

@@ -42,8 +42,17 @@ def _mariadb_or_none() -> str | None:
 @pytest.mark.slow
 def test_a_few_hundred_episodes_of_every_task_leave_nothing_behind() -> None:
     tasks = _landed()
+    # The random policy runs observation words as bash ("cat", "python3"), which wait on
+    # the terminal until the command timeout: 3 s instead of 30 keeps OS episodes short,
+    # and the run goes on until every task has ended at least one episode.
     report = run_soak(
-        EPISODES, tasks=tasks, slots_per_task=1, db_url=_mariadb_or_none(), sample_every=50
+        EPISODES,
+        tasks=tasks,
+        slots_per_task=1,
+        db_url=_mariadb_or_none(),
+        sample_every=50,
+        env_kwargs={"os": {"command_timeout": 3.0}},
+        min_episodes_per_task=1,
     )
     assert report.episodes >= EPISODES  # several may end in the last collected batch
     assert report.worker_restarts == 0
