@@ -161,14 +161,8 @@ class PolicyUpdater:
         advantages = self.advantages(episodes)
         result.advantages = advantages.tolist()
         task_names = sorted({episode.task_id for episode in episodes})
-        entropy_sum: dict[str, float] = defaultdict(float)
-        tokens: dict[str, int] = defaultdict(int)
-        for episode, ent in zip(episodes, scored.entropy, strict=True):
-            entropy_sum[episode.task_id] += float(ent.sum())
-            tokens[episode.task_id] += int(ent.numel())
-        result.task_entropy = {t: entropy_sum[t] / tokens[t] for t in task_names if tokens[t]}
-        result.task_tokens = {t: tokens[t] for t in task_names}
-        result.tokens = sum(tokens.values())
+        result.task_entropy, result.task_tokens = self.task_entropy(episodes, scored, task_names)
+        result.tokens = sum(result.task_tokens.values())
         paced = time.perf_counter()
         result.task_clip_eps = self.clip_policy.begin_step(result.task_entropy, result.task_tokens)
         result.pacer_seconds = time.perf_counter() - paced
@@ -178,6 +172,19 @@ class PolicyUpdater:
         self._train(episodes, scored, advantages, task_names, generator, result)
         result.train_seconds = time.perf_counter() - trained
         return result
+
+    def task_entropy(
+        self, episodes: Sequence[Episode], scored: Scored, task_names: Sequence[str]
+    ) -> tuple[dict[str, float], dict[str, int]]:
+        """Each task's mean token entropy over its generated tokens (eq. 5), and its token
+        count; a task without tokens this step has no entropy entry."""
+        entropy_sum: dict[str, float] = defaultdict(float)
+        tokens: dict[str, int] = defaultdict(int)
+        for episode, ent in zip(episodes, scored.entropy, strict=True):
+            entropy_sum[episode.task_id] += float(ent.sum())
+            tokens[episode.task_id] += int(ent.numel())
+        entropy = {t: entropy_sum[t] / tokens[t] for t in task_names if tokens[t]}
+        return entropy, {t: tokens[t] for t in task_names}
 
     def _train(
         self,

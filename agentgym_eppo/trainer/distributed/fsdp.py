@@ -22,7 +22,6 @@ Launch with ``torchrun --nproc_per_node N`` (or Ray trainer ranks,
 from __future__ import annotations
 
 import os
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -208,14 +207,11 @@ class FSDPPolicyUpdater(PolicyUpdater):
                 self._scatter(batch.members, batch.member_of_token, ref_logp, ref)
         return Scored(old, entropy, ref)
 
-    def step(self, episodes: Sequence[Episode], generator: torch.Generator) -> UpdateResult:
-        result = UpdateResult()
-        started = time.perf_counter()
-        scored = self.score(episodes)
-        result.score_seconds = time.perf_counter() - started
-        advantages = self.advantages(episodes)  # every rank holds every episode's reward
-        result.advantages = advantages.tolist()
-        task_names = sorted({episode.task_id for episode in episodes})
+    def task_entropy(
+        self, episodes: Sequence[Episode], scored: Scored, task_names: Sequence[str]
+    ) -> tuple[dict[str, float], dict[str, int]]:
+        """As one process computes it: a rank scores only its own episodes, so the
+        entropy sums are added over ranks; token counts come from every episode."""
         local_sum: dict[str, float] = defaultdict(float)
         for episode, ent in zip(episodes, scored.entropy, strict=True):
             local_sum[episode.task_id] += float(ent.sum())
@@ -223,20 +219,8 @@ class FSDPPolicyUpdater(PolicyUpdater):
         tokens = {
             t: sum(e.generated_tokens for e in episodes if e.task_id == t) for t in task_names
         }
-        result.task_entropy = {
-            t: sums[k] / tokens[t] for k, t in enumerate(task_names) if tokens[t]
-        }
-        result.task_tokens = tokens
-        result.tokens = sum(tokens.values())
-        paced = time.perf_counter()
-        result.task_clip_eps = self.clip_policy.begin_step(result.task_entropy, result.task_tokens)
-        result.pacer_seconds = time.perf_counter() - paced
-        if result.tokens == 0:
-            return result
-        trained = time.perf_counter()
-        self._train(episodes, scored, advantages, task_names, generator, result)
-        result.train_seconds = time.perf_counter() - trained
-        return result
+        entropy = {t: sums[k] / tokens[t] for k, t in enumerate(task_names) if tokens[t]}
+        return entropy, tokens
 
     def _train(
         self,
