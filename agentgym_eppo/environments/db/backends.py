@@ -526,9 +526,36 @@ class MySQLBackend(ServerBackend):
         return stale
 
 
-class MySQLEpisode(EpisodeDatabase):
-    dialect = "mysql"
+class ServerEpisode(EpisodeDatabase):
+    """An episode's database on a server: read back as the admin, dropped in the background."""
+
+    backend: ServerBackend
     connection: Any
+    dropped: bool
+
+    def table_rows(self, table: TableSpec) -> list[tuple[Any, ...]]:
+        quote = self.backend.quote
+        columns = ", ".join(map(quote, table.columns))
+        with self.backend.admin.connect() as admin:
+            return [
+                tuple(row)
+                for row in _run(
+                    admin, f"SELECT {columns} FROM {quote(self.name)}.{quote(table.name)}"
+                )
+            ]
+
+    def drop(self) -> None:
+        if self.dropped:
+            return
+        self.dropped = True
+        with contextlib.suppress(Exception):
+            self.connection.close()
+        self.backend.drop_later(self.name)
+
+
+class MySQLEpisode(ServerEpisode):
+    dialect = "mysql"
+    backend: MySQLBackend
 
     def __init__(self, backend: MySQLBackend, name: str, password: str) -> None:
         self.backend = backend
@@ -578,25 +605,6 @@ class MySQLEpisode(EpisodeDatabase):
         finally:
             with contextlib.suppress(Exception):  # a killed query ends its stream with an error
                 cursor.close()
-
-    def table_rows(self, table: TableSpec) -> list[tuple[Any, ...]]:
-        quote = self.backend.quote
-        columns = ", ".join(map(quote, table.columns))
-        with self.backend.admin.connect() as admin:
-            return [
-                tuple(row)
-                for row in _run(
-                    admin, f"SELECT {columns} FROM {quote(self.name)}.{quote(table.name)}"
-                )
-            ]
-
-    def drop(self) -> None:
-        if self.dropped:
-            return
-        self.dropped = True
-        with contextlib.suppress(Exception):
-            self.connection.close()
-        self.backend.drop_later(self.name)
 
 
 class PostgresBackend(ServerBackend):
@@ -671,9 +679,8 @@ class PostgresBackend(ServerBackend):
 _PG_QUERY = re.compile(r"^[\s(]*(SELECT|VALUES|TABLE|WITH)\b", re.IGNORECASE)
 
 
-class PostgresEpisode(EpisodeDatabase):
+class PostgresEpisode(ServerEpisode):
     dialect = "postgres"
-    connection: Any
 
     def __init__(self, backend: PostgresBackend, name: str, password: str) -> None:
         self.backend = backend
@@ -732,25 +739,6 @@ class PostgresEpisode(EpisodeDatabase):
                 if renderer.full:
                     return renderer.result(truncated=True)
         return renderer.result(truncated=False)
-
-    def table_rows(self, table: TableSpec) -> list[tuple[Any, ...]]:
-        quote = self.backend.quote
-        columns = ", ".join(map(quote, table.columns))
-        with self.backend.admin.connect() as admin:
-            return [
-                tuple(row)
-                for row in _run(
-                    admin, f"SELECT {columns} FROM {quote(self.name)}.{quote(table.name)}"
-                )
-            ]
-
-    def drop(self) -> None:
-        if self.dropped:
-            return
-        self.dropped = True
-        with contextlib.suppress(Exception):
-            self.connection.close()
-        self.backend.drop_later(self.name)
 
 
 def _batches(cursor: Any) -> Iterator[Sequence[Any]]:
