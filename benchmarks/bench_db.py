@@ -33,6 +33,7 @@ import sqlalchemy as sa
 from agentgym_eppo.environments.db import DBEnv, DBTaskRecord, load_db_tasks
 from agentgym_eppo.environments.db.evaluation import answers_match, expected_md5
 from agentgym_eppo.environments.db.expert import answers_from_rows
+from benchmarks.machine import cpu_model
 
 MARIADB_URL = os.environ.get("AGENTGYM_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
 POSTGRES_URL = os.environ.get(
@@ -118,16 +119,6 @@ def measure(run: Callable[[list[DBTaskRecord]], int], records: list[DBTaskRecord
         if solved != len(records):
             raise RuntimeError(f"only {solved}/{len(records)} episodes solved")
     return {"median": statistics.median(rates), "rates": rates}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def server_version(url: str) -> str:

@@ -40,6 +40,7 @@ from agentgym_eppo.trainer.distributed.ray_rollout import RayRolloutEngine
 from agentgym_eppo.trainer.engine import HFGenerateEngine
 from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer
 from agentgym_eppo.vector import MultiTaskVectorEnv
+from benchmarks.machine import cpu_model
 
 from .instant_env import IDS as INSTANT_IDS
 from .instant_env import NOOP_TEXT
@@ -221,16 +222,6 @@ def training_steps(tokenizer, rows: list[str]) -> None:
             f"| {(seconds - base) * 1e3:+.0f} |"
         )
         print(rows[-1], flush=True)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main() -> None:

@@ -40,6 +40,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from agentgym_eppo.registration import ENVIRONMENTS
 from agentgym_eppo.vector import EXPERT_ACTION, MultiTaskVectorEnv
+from benchmarks.machine import cpu_model
 
 from .instant_env import IDS as INSTANT_IDS
 from .instant_env import NOOP_TEXT
@@ -198,16 +199,6 @@ def table(rows: dict[str, dict[int, float]]) -> list[str]:
             f"- {name}: {overhead_us:,.0f} µs per step ({floor / rates[1]:.1f}x the direct time)"
         )
     return lines
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main() -> None:

@@ -48,6 +48,7 @@ from agentgym_eppo.environments.webshop.search import (
     query_terms,
 )
 from agentgym_eppo.environments.webshop.tasks import load_goal_set
+from benchmarks.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results" / "webshop.md"
 LARGE = 50_000
@@ -272,7 +273,7 @@ def write_report(
         "# WebShop benchmark",
         "",
         f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. "
-        f"Machine: {platform.machine()}, {_cpu()}, 2 cores shared with other work; "
+        f"Machine: {platform.machine()}, {cpu_model()}, 2 cores shared with other work; "
         f"Python {platform.python_version()}, {tantivy.__version__.split(',')[0]} (tantivy-py), "
         "rank_bm25 0.2.2. Medians of 3 runs unless noted. "
         "Run: `python -m benchmarks.run webshop`.",
@@ -348,16 +349,6 @@ def write_report(
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text("\n".join(lines) + "\n")
     print(RESULTS.read_text())
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 if __name__ == "__main__":
