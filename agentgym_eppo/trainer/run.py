@@ -289,30 +289,33 @@ class Trainer:
         )
         scale = ScaleConfig(config.ray, config.engine)
         started_ray = connect(config.ray) if config.ray.address is not None else False
-        engine = make_rollout_engine(
-            scale,
-            model,
-            self.tokenizer,
-            self.run_dir,
-            self.bf16,
-            config.rollout.generation_batch,
-            config.seed,
-        )
-        writer = MetricsWriter(
-            self.run_dir,
-            tensorboard=config.tensorboard,
-            resume_after=first_step - 1 if start_state is not None else None,
-        )
-        venv = make_vector_env(
-            scale,
-            config.tasks,
-            config.rollout.group_size,
-            self.env_kwargs,
-            config.seed,
-            config.rollout.backend,
-        )
-        limits = self.limits(config.rollout.temperature)
-        try:
+        engine: RolloutEngine | None = None
+        writer: MetricsWriter | None = None
+        venv: Any = None
+        try:  # whatever fails below, nothing started here outlives the call
+            engine = make_rollout_engine(
+                scale,
+                model,
+                self.tokenizer,
+                self.run_dir,
+                self.bf16,
+                config.rollout.generation_batch,
+                config.seed,
+            )
+            writer = MetricsWriter(
+                self.run_dir,
+                tensorboard=config.tensorboard,
+                resume_after=first_step - 1 if start_state is not None else None,
+            )
+            venv = make_vector_env(
+                scale,
+                config.tasks,
+                config.rollout.group_size,
+                self.env_kwargs,
+                config.seed,
+                config.rollout.backend,
+            )
+            limits = self.limits(config.rollout.temperature)
             with self._progress() as progress:
                 bar = progress.add_task("RL", total=r.steps, completed=first_step - 1)
                 for step in range(first_step, r.steps + 1):
@@ -328,8 +331,10 @@ class Trainer:
                     if step % r.save_every == 0 or step == r.steps:
                         self._save_rl(step, optimizer, clip_policy, tracker, ref_model)
         finally:
-            venv.close()
-            writer.close()
+            if venv is not None:
+                venv.close()
+            if writer is not None:
+                writer.close()
             close_engine(engine, started_ray)
 
     def _rl_step(

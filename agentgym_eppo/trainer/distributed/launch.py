@@ -139,9 +139,9 @@ def make_vector_env(
     )
 
 
-def close_engine(engine: RolloutEngine, stop_ray: bool = False) -> None:
-    """Stop what ``make_rollout_engine`` started (actors, an in-process SGLang) and the
-    Ray runtime when this process started it."""
+def close_engine(engine: RolloutEngine | None, stop_ray: bool = False) -> None:
+    """Stop what ``make_rollout_engine`` started (actors, an in-process SGLang; none when
+    it failed) and the Ray runtime when this process started it."""
     for part in (engine, getattr(engine, "fresh", None), getattr(engine, "stale", None)):
         for name in ("close", "shutdown"):
             stop = getattr(part, name, None)

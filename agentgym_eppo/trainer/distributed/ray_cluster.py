@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentgym_eppo.vector.workers.ray import start_local_ray
+
 from .config import RayConfig
 
 
@@ -33,12 +35,7 @@ def connect(config: RayConfig) -> bool:
     if ray.is_initialized():
         return False
     if config.address == "local":
-        ray.init(
-            num_cpus=config.num_cpus,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-        )
+        start_local_ray(config.num_cpus)
         return True
     ray.init(address=config.address, log_to_driver=False, configure_logging=False)
     return False

@@ -24,6 +24,24 @@ from .base import Event, WorkerError, WorkerLost, WorkerPool
 _START_TIMEOUT_S = 120.0
 
 
+def start_local_ray(num_cpus: int | None) -> None:
+    """Start a local Ray runtime whose workers see the caller's import path.
+
+    Like multiprocessing's spawn, so that env ids of the form ``"module:Id"`` (and any
+    module the caller can import) resolve inside the actors too.
+    """
+    import ray
+
+    import_path = os.pathsep.join(path for path in sys.path if path)
+    ray.init(
+        num_cpus=num_cpus,
+        runtime_env={"env_vars": {"PYTHONPATH": import_path}},
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+    )
+
+
 class _ActorHost:
     """The actor's body: an EnvHost plus the process id (for fault injection)."""
 
@@ -63,16 +81,7 @@ class RayPool(WorkerPool):
         self._ray = ray
         self._started_ray = False
         if not ray.is_initialized():
-            # Like multiprocessing's spawn, the local workers see the caller's import
-            # path, so that env ids of the form "module:Id" resolve there too.
-            import_path = os.pathsep.join(path for path in sys.path if path)
-            ray.init(
-                num_cpus=num_cpus or os.cpu_count() or 1,
-                runtime_env={"env_vars": {"PYTHONPATH": import_path}},
-                include_dashboard=False,
-                log_to_driver=False,
-                configure_logging=False,
-            )
+            start_local_ray(num_cpus or os.cpu_count() or 1)
             self._started_ray = True
         self._actor_class = ray.remote(_ActorHost)
         self._actor_options = dict(actor_options or {"num_cpus": 0.01})
