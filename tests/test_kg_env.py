@@ -226,13 +226,13 @@ def test_turn_limit_truncates_with_the_abort_penalty(graph_file: Path) -> None:
 def test_expert_solves_the_task_and_recovers_after_a_detour(graph_file: Path) -> None:
     env = make_env(graph_file)
     env.reset(options={"index": 0})
-    assert env.expert_action() == call("get_relations", variable=DIRECTOR_ID)
+    assert env.expert_action() == call("get_relations", variable="Ada Lane")  # not its id
     env.step(env.expert_action())
     env.step(env.expert_action())  # gold #0
     env.step(call("get_neighbors", variable="#0", relation="film.film.starring"))  # detour: #1
     env.step(env.expert_action())
     assert env.expert_action() == call(
-        "get_neighbors", variable=ACTOR_BO, relation="film.actor.film"
+        "get_neighbors", variable="Bo Reed", relation="film.actor.film"
     )
     env.step(env.expert_action())  # gold #1 is now #2
     assert env.expert_action() == call("intersection", variable1="#0", variable2="#2")
@@ -240,6 +240,16 @@ def test_expert_solves_the_task_and_recovers_after_a_detour(graph_file: Path) ->
     assert env.expert_action() == call("final_answer", variable="#3")
     _, reward, terminated, _, info = env.step(env.expert_action())
     assert (reward, terminated, info["success"]) == (1.0, True, True)
+
+
+def test_expert_names_entities_as_the_question_shows_them_and_accepts_their_ids(
+    graph_file: Path,
+) -> None:
+    env = make_env(graph_file)
+    env.reset(options={"index": 0})
+    assert env.expert_action() == call("get_relations", variable="Ada Lane")
+    env.step(call("get_relations", variable=DIRECTOR_ID))  # the agent used the id
+    assert env.expert_action()["name"] != "get_relations"  # the plan moved on
 
 
 def test_gym_make_builds_the_registered_env_and_check_env_passes(graph_file: Path) -> None:

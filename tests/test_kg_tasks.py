@@ -51,7 +51,9 @@ def test_agentbench_dev_records_load_and_their_gold_actions_pass_the_validator(
     assert (
         obs.startswith("what position did pat connaughton") and info["sample_id"] == raw[0]["qid"]
     )
-    assert env.expert_action() == {"name": "get_relations", "arguments": {"variable": "m.09rl290"}}
+    name = "Did you see that thing? That’s Sidat-Singh! The Syracuse Walking Dream!"
+    assert raw[0]["entities"][name] == "m.09rl290"  # the expert names it as the question does
+    assert env.expert_action() == {"name": "get_relations", "arguments": {"variable": name}}
 
 
 def test_agentbench_train_records_without_answer_types_load(agentbench_data: Path) -> None:

@@ -261,3 +261,16 @@ def test_cli_evaluates_a_saved_checkpoint(tmp_path, tokenizer, capsys):
     assert result["tasks"]["echo"]["n"] == 3
     assert sum(result["tasks"]["echo"]["statuses"].values()) == 3
     assert json.loads(capsys.readouterr().out) == result
+
+
+def test_cli_eval_plays_each_instance_once_per_sample(tmp_path, tokenizer):
+    model = _model(tokenizer)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    output = tmp_path / "eval.json"
+    arguments = ["eval", "--checkpoint", str(tmp_path), "--tasks", "trainer_test_envs:Echo-v0"]
+    options = ["--max-tokens", "8", "--temperature", "0.8", "--samples", "2", "--prompt"]
+    assert cli_main([*arguments, *options, "compact", "--output", str(output)]) == 0
+    result = json.loads(output.read_text())
+    assert result["tasks"]["echo"]["n"] == 6  # 3 instances x 2 attempts
+    assert sum(result["tasks"]["echo"]["statuses"].values()) == 6

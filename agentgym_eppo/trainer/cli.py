@@ -65,6 +65,9 @@ def _eval(args: argparse.Namespace) -> int:
             max_instances=args.max_instances,
             limits=RolloutLimits(args.max_tokens, args.max_context, args.temperature),
             backend=args.backend,
+            seed=args.seed,
+            prompt_style=args.prompt,
+            samples_per_instance=args.samples,
         )
     text = json.dumps(result, indent=2, sort_keys=True)
     if args.output:
@@ -108,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--max-tokens", type=int, default=1024, help="tokens per turn")
     evaluate.add_argument("--max-context", type=int, default=8192)
     evaluate.add_argument("--backend", default="serial", help="serial | subprocess | ray")
+    evaluate.add_argument(
+        "--prompt", default="full", help="full | compact (what the checkpoint was trained on)"
+    )
+    evaluate.add_argument("--samples", type=int, default=1, help="attempts per instance")
+    evaluate.add_argument("--seed", type=int, default=0, help="order of the instances drawn")
     evaluate.add_argument("--threads", type=int, default=None)
     evaluate.add_argument("--output", help="also write the JSON here")
     evaluate.set_defaults(handler=_eval)

@@ -60,18 +60,28 @@ def evaluate_policy(
     env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
     seed: int = 0,
     prompt_style: str = "full",
+    samples_per_instance: int = 1,
 ) -> dict[str, Any]:
-    """Play each selected instance of every task once; return the eval JSON (see module)."""
+    """Play each selected instance of every task ``samples_per_instance`` times (one
+    vector-env group per instance, so the attempts share it); return the eval JSON (see
+    module). More than one attempt only means something with ``limits.temperature > 0``:
+    it averages sampling noise out of a small dev set."""
     from agentgym_eppo.vector import MultiTaskVectorEnv
 
     quotas: dict[str, int] = {}  # by info["task_id"]
     layout: dict[str, int] = {}  # by the caller's names (task ids or env ids)
     for name in tasks:
         task_id, count = _task_size(name, split, (env_kwargs or {}).get(name, {}))
-        quotas[task_id] = count if max_instances is None else min(count, max_instances)
-        layout[name] = min(slots_per_task, quotas[task_id])
+        instances = count if max_instances is None else min(count, max_instances)
+        quotas[task_id] = instances * samples_per_instance  # episodes to play
+        layout[name] = max(1, min(slots_per_task, instances)) * samples_per_instance
     venv = MultiTaskVectorEnv(
-        layout, group_size=1, split=split, env_kwargs=env_kwargs, backend=backend, seed=seed
+        layout,
+        group_size=samples_per_instance,
+        split=split,
+        env_kwargs=env_kwargs,
+        backend=backend,
+        seed=seed,
     )
     finished: list[Episode] = []
     try:

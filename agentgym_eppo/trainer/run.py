@@ -176,6 +176,7 @@ class Trainer:
             env_kwargs=self.env_kwargs,
             seed=self.config.seed,
             prompt_style=self.config.rollout.prompt,
+            samples_per_instance=e.samples_per_instance,
         )
         result["seconds"] = time.perf_counter() - started
         write_eval(self.run_dir, result)

@@ -104,7 +104,9 @@ class KGEnv(AgentBenchEnv[KGRecord]):
         self._session = KGSession(
             self.store, record.entities, namespace=self.namespace, ranges=self._ranges
         )
-        self._expert = GoldExpert(check_gold_actions(record.actions, record.entities))
+        self._expert = GoldExpert(
+            check_gold_actions(record.actions, record.entities), record.entities
+        )
         return record.prompt
 
     def _parse_text_action(self, text: str) -> FunctionCall | None:
