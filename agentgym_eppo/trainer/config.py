@@ -23,16 +23,12 @@ from typing import Any
 
 import yaml
 
+from .config_fields import help_field as _help
 from .distributed.config import EngineConfig, RayConfig, ScaleConfig
 
 ADVANTAGES = ("grpo", "rloo")
 CLIP_POLICIES = ("fixed", "eppo", "dapo", "dcpo", "bapo")
 EVAL_STAGES = ("before_sft", "after_sft", "after_rl")
-
-
-def _help(text: str, default: Any) -> Any:
-    """A field with an immutable default and its documentation (``metadata["help"]``)."""
-    return field(default=default, metadata={"help": text})
 
 
 @dataclass

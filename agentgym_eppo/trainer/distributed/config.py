@@ -11,14 +11,11 @@ them (``ray.address=auto``, ``engine.kind=sglang-server``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from ..config_fields import help_field as _help
 
 ENGINE_KINDS = ("hf", "sglang", "sglang-server")
 WEIGHT_SYNC = ("disk", "tensor")
-
-
-def _help(text: str, default: Any) -> Any:
-    return field(default=default, metadata={"help": text})
 
 
 @dataclass
