@@ -1,9 +1,10 @@
 """``run_compare`` end to end with the real trainer on a tiny model and two tiny tasks.
 
-Two methods x two seeds, two RL steps each, from one SFT checkpoint; plus a method whose
-config is invalid, so a failing run is exercised too. Then the comparison is started again
-(finished runs are skipped) and once more after a run's finished marker is removed (the
-trainer resumes that run from its last RL checkpoint).
+Two methods x two seeds, two RL steps each, from one SFT checkpoint, two runs at a time in
+spawned processes (``parallel_runs: 2``); plus a method whose config is invalid, so a
+failing run is exercised too. Then the comparison is started again, one run at a time
+(finished runs are skipped) after a run's finished marker is removed (the trainer resumes
+that run from its last RL checkpoint).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def comparison(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "eppo": {"algorithm.task_adv_norm": True, "clip.policy": "eppo"},
             "broken": {"clip.policy": "nonsense"},
         },
+        "parallel_runs": 2,
     }
     path = root / "compare.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -125,6 +127,9 @@ def test_a_second_start_skips_finished_runs_and_resumes_an_unfinished_one(
     interrupted = config.run_slot("eppo", 1)
     before = metrics_of(interrupted)
     (interrupted / FINISHED).unlink()
+    sequential = yaml.safe_load(comparison.read_text())
+    sequential["parallel_runs"] = 1  # in this process, so capsys sees the trainer's output
+    comparison.write_text(yaml.safe_dump(sequential, sort_keys=False))
     capsys.readouterr()
     run_compare(comparison)
     output = capsys.readouterr().out

@@ -76,6 +76,7 @@ def test_runs_are_planned_seed_by_seed(tmp_path: Path) -> None:
         ({"colour": "red"}, r"unknown key\(s\) \['colour'\]"),
         ({"sft": {"ckpt": "x"}}, r"'sft' takes 'checkpoint' and 'overrides'"),
         ({"torch_threads": 0}, r"'torch_threads' must be a positive integer, got 0"),
+        ({"parallel_runs": "2"}, r"'parallel_runs' must be a positive integer, got '2'"),
     ],
 )
 def test_bad_configs_are_refused_with_the_key_named(

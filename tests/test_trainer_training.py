@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -20,7 +21,12 @@ from agentgym_eppo.trainer.config import load_config  # noqa: E402
 from agentgym_eppo.trainer.pacer import EPPOPacer  # noqa: E402
 from agentgym_eppo.trainer.rollout import Episode  # noqa: E402
 from agentgym_eppo.trainer.run import run_training  # noqa: E402
-from agentgym_eppo.trainer.sft import ExpertEpisode, expert_transcript, sft_train  # noqa: E402
+from agentgym_eppo.trainer.sft import (  # noqa: E402
+    ExpertEpisode,
+    expert_transcript,
+    sft_lr_factor,
+    sft_train,
+)
 from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer  # noqa: E402
 from agentgym_eppo.trainer.update import PolicyUpdater, UpdateSettings  # noqa: E402
 
@@ -126,6 +132,42 @@ def test_sft_lowers_the_loss_on_expert_turns(tokenizer):
     )
     assert len(losses) == 10
     assert losses[-1] < losses[0] / 2
+
+
+def test_sft_schedule_warms_up_linearly_then_decays_along_a_cosine():
+    factors = [sft_lr_factor(step, 100, 0.05, 0.1) for step in range(100)]
+    assert factors[:5] == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])
+    assert factors[5] == pytest.approx(1.0)
+    assert factors[52] == pytest.approx(0.1 + 0.9 * 0.5)  # half way through the decay
+    assert factors[-1] == pytest.approx(0.1)
+    assert all(a >= b for a, b in itertools.pairwise(factors[5:]))
+    assert {sft_lr_factor(step, 10, 0.0, 1.0) for step in range(10)} == {1.0}
+
+
+def test_sft_steps_follow_the_schedule(tokenizer, monkeypatch):
+    model = _model(tokenizer)
+    transcripts = [Transcript([5, 6, 7, 8], [0, 0, 1, 1]) for _ in range(4)]
+    rates: list[float] = []
+    original_step = torch.optim.AdamW.step
+
+    def record(self, *args, **kwargs):
+        rates.append(self.param_groups[0]["lr"])
+        return original_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", record)
+    sft_train(
+        model,
+        transcripts,
+        epochs=5,
+        lr=1e-2,
+        batch_episodes=4,
+        micro_batch_tokens=64,
+        pad_token_id=0,
+        warmup_fraction=0.2,
+        final_lr_fraction=0.1,
+    )
+    # 5 steps: 1 of warm-up, then the cosine over the remaining 4 (hand-computed)
+    assert rates == pytest.approx([1e-2, 1e-2, 7.75e-3, 3.25e-3, 1e-3])
 
 
 def _config(tmp_path: Path, *extra: str):

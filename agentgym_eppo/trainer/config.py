@@ -63,6 +63,14 @@ class SFTConfig:
     )
     epochs: int = _help("Passes over the expert episodes.", 3)
     lr: float = _help("AdamW learning rate of the warm start.", 1e-3)
+    warmup_fraction: float = _help(
+        "Share of the SFT steps over which the learning rate rises linearly to lr.", 0.0
+    )
+    final_lr_fraction: float = _help(
+        "The SFT learning rate decays along a cosine to this fraction of lr by the last "
+        "step (1.0 keeps it constant); the usual schedule for training from scratch.",
+        1.0,
+    )
     micro_batch_tokens: int = _help("Padded tokens per SFT micro-batch.", 8192)
     batch_episodes: int = _help("Episodes per SFT optimizer step.", 16)
 
@@ -269,6 +277,10 @@ class TrainConfig:
             raise ValueError("rl.steps must be >= 0, rl.ppo_epochs and rl.mini_batches >= 1")
         if self.rollout.max_tokens_per_turn < 1 or self.rollout.max_context < 2:
             raise ValueError("rollout.max_tokens_per_turn must be >= 1 and max_context >= 2")
+        if not (0.0 <= self.sft.warmup_fraction < 1.0 and 0.0 <= self.sft.final_lr_fraction <= 1.0):
+            raise ValueError(
+                "sft.warmup_fraction must be in [0, 1) and sft.final_lr_fraction in [0, 1]"
+            )
         return self
 
 

@@ -235,6 +235,8 @@ class Trainer:
                 pad_token_id=self.tokenizer.pad_token_id,
                 seed=self.config.seed,
                 bf16=self.bf16,
+                warmup_fraction=s.warmup_fraction,
+                final_lr_fraction=s.final_lr_fraction,
                 on_step=on_step,
             )
         self.log(
