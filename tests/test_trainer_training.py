@@ -24,6 +24,7 @@ from agentgym_eppo.trainer.run import run_training  # noqa: E402
 from agentgym_eppo.trainer.sft import (  # noqa: E402
     ExpertEpisode,
     expert_transcript,
+    record_expert_episodes,
     sft_lr_factor,
     sft_train,
 )
@@ -116,6 +117,24 @@ def test_expert_transcript_trains_only_on_the_experts_turns(tokenizer):
     assert tokenizer.decode(written) == episode.actions[0] + "<|im_end|>say<|im_end|>"
     assert "<tool_response>\napple\n</tool_response>" in tokenizer.decode(transcript.tokens)
     assert "right" not in tokenizer.decode(transcript.tokens)  # the last reply ends the episode
+
+
+def test_expert_episodes_can_be_counted_per_task():
+    from agentgym_eppo.vector import MultiTaskVectorEnv
+
+    venv = MultiTaskVectorEnv(
+        {"trainer_test_envs:Echo-v0": 2, "trainer_test_envs:Lookup-v0": 2},
+        group_size=1,
+        backend="serial",
+    )
+    try:
+        episodes = record_expert_episodes(venv, {"echo": 1, "lookup": 5})
+        assert sorted(e.task_id for e in episodes) == ["echo"] + ["lookup"] * 5
+        assert all(e.success for e in episodes)
+        with pytest.raises(ValueError, match=r"counts are for tasks \['echo'\]"):
+            record_expert_episodes(venv, {"echo": 1})
+    finally:
+        venv.close()
 
 
 def test_sft_lowers_the_loss_on_expert_turns(tokenizer):

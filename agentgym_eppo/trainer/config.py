@@ -61,6 +61,13 @@ class SFTConfig:
     episodes_per_task: int = _help(
         "Expert episodes recorded per task (train split; instances cycled).", 64
     )
+    episodes_by_task: dict[str, int] = field(
+        default_factory=dict,
+        metadata={
+            "help": "Per-task exceptions to episodes_per_task, keyed on info['task_id'] "
+            "(e.g. fewer of ALFWorld's long episodes, to bound the SFT's cost)."
+        },
+    )
     epochs: int = _help("Passes over the expert episodes.", 3)
     lr: float = _help("AdamW learning rate of the warm start.", 1e-3)
     warmup_fraction: float = _help(

@@ -202,7 +202,17 @@ class Trainer:
             seed=self.config.seed,
         )
         try:
-            episodes = record_expert_episodes(venv, s.episodes_per_task, seed=self.config.seed)
+            counts = {
+                task_id: s.episodes_by_task.get(task_id, s.episodes_per_task)
+                for task_id in set(venv.task_ids)
+            }
+            unknown = set(s.episodes_by_task) - set(counts)
+            if unknown:
+                raise ValueError(
+                    f"sft.episodes_by_task names task(s) {sorted(unknown)} that this run does "
+                    f"not train (its tasks: {sorted(counts)})"
+                )
+            episodes = record_expert_episodes(venv, counts, seed=self.config.seed)
         finally:
             venv.close()
         self.log(

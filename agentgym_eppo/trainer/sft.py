@@ -45,14 +45,27 @@ class ExpertEpisode:
     success: bool = False
 
 
-def record_expert_episodes(venv: Any, episodes_per_task: int, seed: int = 0) -> list[ExpertEpisode]:
+def record_expert_episodes(
+    venv: Any, episodes_per_task: int | Mapping[str, int], seed: int = 0
+) -> list[ExpertEpisode]:
     """Play the expert in every slot of ``venv`` until each task has ``episodes_per_task``
     successful episodes (instances follow the vector env's sampler; failures are dropped).
+    A mapping gives each ``info["task_id"]`` its own count (every task of ``venv`` needs one).
 
     Raises ``RuntimeError`` when a task's expert fails every episode of a round: an
-    expert that cannot solve its task is a bug in that environment.
+    expert that cannot solve its task is a bug in that environment, or a turn limit
+    shorter than the expert's episodes.
     """
-    wanted = dict.fromkeys(set(venv.task_ids), episodes_per_task)
+    tasks = set(venv.task_ids)
+    if isinstance(episodes_per_task, Mapping):
+        if set(episodes_per_task) != tasks:
+            raise ValueError(
+                f"expert episode counts are for tasks {sorted(episodes_per_task)}, "
+                f"the vector env runs {sorted(tasks)}"
+            )
+        wanted = dict(episodes_per_task)
+    else:
+        wanted = dict.fromkeys(tasks, episodes_per_task)
     kept: list[ExpertEpisode] = []
     observations, infos = venv.reset(seed=seed)
     starts = [(i, observations[i], slot_info(infos, i)) for i in range(venv.num_envs)]
@@ -80,7 +93,10 @@ def record_expert_episodes(venv: Any, episodes_per_task: int, seed: int = 0) -> 
                 kept.append(episode)
         failing = [t for t, n in solved.items() if n == 0 and wanted[t] > 0]
         if failing:
-            raise RuntimeError(f"the expert of task(s) {failing} solved none of its episodes")
+            raise RuntimeError(
+                f"the expert of task(s) {failing} solved none of its episodes (is the turn "
+                f"limit, e.g. rollout.max_turns, shorter than the expert needs?)"
+            )
         if any(count > 0 for count in wanted.values()):
             starts = venv.reset_some(list(range(venv.num_envs)))
     return kept
