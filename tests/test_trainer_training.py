@@ -127,10 +127,20 @@ def test_expert_episodes_can_be_counted_per_task():
         group_size=1,
         backend="serial",
     )
+    replayed: list[int] = []
+    reset_some = venv.reset_some
+
+    def spy(indices):
+        replayed.extend(indices)
+        return reset_some(indices)
+
+    venv.reset_some = spy
     try:
         episodes = record_expert_episodes(venv, {"echo": 1, "lookup": 5})
         assert sorted(e.task_id for e in episodes) == ["echo"] + ["lookup"] * 5
         assert all(e.success for e in episodes)
+        # echo's quota is met in the first round: only lookup's slots play again
+        assert replayed and {venv.task_ids[i] for i in replayed} == {"lookup"}
         with pytest.raises(ValueError, match=r"counts are for tasks \['echo'\]"):
             record_expert_episodes(venv, {"echo": 1})
     finally:

@@ -69,7 +69,7 @@ def record_expert_episodes(
     kept: list[ExpertEpisode] = []
     observations, infos = venv.reset(seed=seed)
     starts = [(i, observations[i], slot_info(infos, i)) for i in range(venv.num_envs)]
-    while any(count > 0 for count in wanted.values()):
+    while starts:
         current = {index: _begin(obs, info) for index, obs, info in starts}
         running = list(current)
         while running:
@@ -97,8 +97,11 @@ def record_expert_episodes(
                 f"the expert of task(s) {failing} solved none of its episodes (is the turn "
                 f"limit, e.g. rollout.max_turns, shorter than the expert needs?)"
             )
-        if any(count > 0 for count in wanted.values()):
-            starts = venv.reset_some(list(range(venv.num_envs)))
+        # Only the slots of tasks still short of episodes play again: a task whose
+        # quota is met (ALFWorld's 40 long episodes beside OS's 300 short ones) would
+        # otherwise keep playing, and paying for, episodes that are thrown away.
+        short = [i for i, task_id in enumerate(venv.task_ids) if wanted[task_id] > 0]
+        starts = venv.reset_some(short) if short else []
     return kept
 
 
