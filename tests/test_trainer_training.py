@@ -366,3 +366,19 @@ def test_cli_eval_plays_each_instance_once_per_sample(tmp_path, tokenizer):
     result = json.loads(output.read_text())
     assert result["tasks"]["echo"]["n"] == 6  # 3 instances x 2 attempts
     assert sum(result["tasks"]["echo"]["statuses"].values()) == 6
+
+
+def test_an_sft_only_run_without_evaluations_leaves_its_checkpoint(tmp_path):
+    run_dir = Path(
+        run_training(
+            _config(
+                tmp_path,
+                "rl.steps=0",
+                "eval.stages=[]",
+                "sft.episodes_by_task={echo: 2, lookup: 4}",
+                "sft.context_loss_weight=0.1",
+            )
+        )
+    )
+    assert (run_dir / "checkpoints" / "sft" / "config.json").is_file()
+    assert not list(run_dir.glob("eval_*.json"))

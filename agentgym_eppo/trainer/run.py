@@ -578,7 +578,11 @@ def _diagnose(trainer: Trainer) -> None:
     except ImportError:
         trainer.log("plots skipped: agentgym_eppo.trainer.report (diagnostics) is not installed")
         return
-    report = diagnose_run(trainer.run_dir)
+    try:
+        report = diagnose_run(trainer.run_dir)
+    except FileNotFoundError:  # e.g. SFT only (rl.steps=0) with no eval stage
+        trainer.log("diagnostics skipped: the run has neither RL steps nor evaluations")
+        return
     trainer.log(f"diagnostics and plots: {report}")
 
 
