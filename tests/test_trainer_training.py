@@ -163,27 +163,6 @@ def test_sft_lowers_the_loss_on_expert_turns(tokenizer):
     assert losses[-1] < losses[0] / 2
 
 
-def test_sft_context_loss_adds_the_other_tokens_weighted(tokenizer):
-    transcripts = [Transcript([5, 6, 7, 8, 9, 10], [0, 0, 1, 0, 1, 1]) for _ in range(2)]
-
-    def first_loss(weight: float) -> float:
-        losses = sft_train(
-            _model(tokenizer),  # the same seed: the same weights every time
-            transcripts,
-            epochs=1,
-            lr=0.0,
-            batch_episodes=2,
-            micro_batch_tokens=64,
-            pad_token_id=0,
-            context_loss_weight=weight,
-        )
-        return losses[0]
-
-    expert_only, half, full = first_loss(0.0), first_loss(0.5), first_loss(1.0)
-    assert full > expert_only  # tokens 6 and 8 now count too
-    assert half - expert_only == pytest.approx((full - expert_only) / 2, rel=1e-4)
-
-
 def test_sft_schedule_warms_up_linearly_then_decays_along_a_cosine():
     factors = [sft_lr_factor(step, 100, 0.05, 0.1) for step in range(100)]
     assert factors[:5] == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])

@@ -80,12 +80,6 @@ class SFTConfig:
     )
     micro_batch_tokens: int = _help("Padded tokens per SFT micro-batch.", 8192)
     batch_episodes: int = _help("Episodes per SFT optimizer step.", 16)
-    context_loss_weight: float = _help(
-        "Weight of a language-modelling loss on the episode's other tokens (task text, "
-        "environment replies) beside the expert's turns; teaches a model trained from "
-        "scratch to copy names from its context. 0: the expert's turns only.",
-        0.0,
-    )
 
 
 @dataclass
@@ -290,8 +284,6 @@ class TrainConfig:
             raise ValueError("rl.steps must be >= 0, rl.ppo_epochs and rl.mini_batches >= 1")
         if self.rollout.max_tokens_per_turn < 1 or self.rollout.max_context < 2:
             raise ValueError("rollout.max_tokens_per_turn must be >= 1 and max_context >= 2")
-        if self.sft.context_loss_weight < 0:
-            raise ValueError("sft.context_loss_weight must be >= 0")
         if not (0.0 <= self.sft.warmup_fraction < 1.0 and 0.0 <= self.sft.final_lr_fraction <= 1.0):
             raise ValueError(
                 "sft.warmup_fraction must be in [0, 1) and sft.final_lr_fraction in [0, 1]"

@@ -247,7 +247,6 @@ class Trainer:
                 bf16=self.bf16,
                 warmup_fraction=s.warmup_fraction,
                 final_lr_fraction=s.final_lr_fraction,
-                context_loss_weight=s.context_loss_weight,
                 on_step=on_step,
             )
         self.log(

@@ -161,7 +161,6 @@ def sft_train(
     bf16: bool = False,
     warmup_fraction: float = 0.0,
     final_lr_fraction: float = 1.0,
-    context_loss_weight: float = 0.0,
     on_step: Any = None,
 ) -> list[float]:
     """Token-mean cross-entropy on the loss tokens; one AdamW step per ``batch_episodes``.
@@ -172,24 +171,11 @@ def sft_train(
     high rate needs the decay to settle: the last steps at a small rate lower the loss more
     than the same steps at the peak rate.
 
-    ``context_loss_weight > 0`` adds a language-modelling loss on every other token of the
-    episode (the task text and the environment's replies), weighted against the expert's
-    turns: ``-(sum of expert-token log-probs + w * sum of the others) / expert tokens``.
-    Copying names from the context (a path from the question, an id from a results
-    page) is what a model trained from scratch learns last; the environments' replies
-    repeat their own text (WebShop's instruction on every page, ALFWorld's receptacle
-    lists), so they teach it far more often than the expert's turns alone.
-
     Batches hold transcripts of similar length (sorted on a coarse length with random
     ties, then the batches shuffled, every epoch): mixing a 150-token DB episode with a
     1,500-token WebShop one would spend most of the step on padding.
     Returns the loss of every optimizer step. ``on_step(k, total, loss)`` reports progress.
     """
-    scored, weights = (
-        _with_context_tokens(transcripts, context_loss_weight)
-        if context_loss_weight > 0
-        else (transcripts, None)
-    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     order_rng = random.Random(seed)
     indices = list(range(len(transcripts)))
@@ -213,11 +199,8 @@ def sft_train(
             for group in plan_micro_batches(
                 [len(transcripts[i]) for i in batch], micro_batch_tokens
             ):
-                members = [batch[k] for k in group]
-                micro = build_micro_batch(scored, members, pad_token_id)
+                micro = build_micro_batch(transcripts, [batch[k] for k in group], pad_token_id)
                 logprobs, _ = token_logprobs(model, micro, bf16=bf16)
-                if weights is not None:  # rows in member order, positions ascending
-                    logprobs = logprobs * torch.cat([weights[i] for i in members])
                 loss = -logprobs.sum() / tokens  # cross-entropy, token mean over the batch
                 loss.backward()
                 step_loss += float(loss.detach())
@@ -229,18 +212,6 @@ def sft_train(
             if on_step is not None:
                 on_step(len(losses), total, step_loss)
     return losses
-
-
-def _with_context_tokens(
-    transcripts: Sequence[Transcript], context_weight: float
-) -> tuple[list[Transcript], list[torch.Tensor]]:
-    """Every transcript with all its tokens scored (the first has no predecessor), and
-    per scored token its weight: 1 for the expert's tokens, ``context_weight`` for the rest."""
-    scored, weights = [], []
-    for transcript in transcripts:
-        scored.append(Transcript(list(transcript.tokens), [0] + [1] * (len(transcript) - 1)))
-        weights.append(torch.tensor([1.0 if m else context_weight for m in transcript.mask[1:]]))
-    return scored, weights
 
 
 def sft_lr_factor(step: int, total: int, warmup_fraction: float, final_lr_fraction: float) -> float:
