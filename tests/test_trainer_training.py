@@ -355,7 +355,6 @@ def test_an_sft_only_run_without_evaluations_leaves_its_checkpoint(tmp_path):
                 "rl.steps=0",
                 "eval.stages=[]",
                 "sft.episodes_by_task={echo: 2, lookup: 4}",
-                "sft.context_loss_weight=0.1",
             )
         )
     )
