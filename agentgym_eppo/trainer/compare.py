@@ -337,11 +337,11 @@ def _announce(method: str, seed: int, outcome: str) -> None:
 
 def _run_in_processes(
     config: CompareConfig, todo: Sequence[tuple[str, int]], sft_checkpoint: Path
-) -> Path:
+) -> None:
     """Train ``todo`` in up to ``parallel_runs`` spawned processes; rewrite the report as
-    each run ends. A process that dies (killed, out of memory) marks its run failed."""
+    each run ends. A worker process that dies (killed, out of memory) breaks the pool: its
+    run and those not yet finished are marked failed, and the next start retries them."""
     context = multiprocessing.get_context("spawn")
-    report = write_report(config)
     with ProcessPoolExecutor(max_workers=config.parallel_runs, mp_context=context) as pool:
         pending = {
             pool.submit(run_recorded, config, method, seed, sft_checkpoint): (method, seed)
@@ -357,8 +357,7 @@ def _run_in_processes(
                 (slot / FAILED).write_text(f"the run's process died: {error!r}\n")
                 outcome = f"FAILED (process died: {error!r})"
             _announce(method, seed, outcome)
-            report = write_report(config)
-    return report
+            write_report(config)
 
 
 def run_compare(config_path: str | Path, *, report_only: bool = False) -> Path:
@@ -383,7 +382,7 @@ def run_compare(config_path: str | Path, *, report_only: bool = False) -> Path:
                 _announce(method, seed, run_recorded(config, method, seed, sft_checkpoint))
                 report = write_report(config)
         else:
-            report = _run_in_processes(config, todo, sft_checkpoint)
+            _run_in_processes(config, todo, sft_checkpoint)
     return report
 
 
