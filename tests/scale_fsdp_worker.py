@@ -72,18 +72,25 @@ def main(out: str, mode: str) -> None:
     result = updater.step(batch(), generator)
     if mode == "single":
         updated = {name: p.detach() for name, p in model.named_parameters()}
-    else:
-        import torch.distributed as dist
+        _save(out, result, initial, updated)
+        return
+    import torch.distributed as dist
 
-        from agentgym_eppo.trainer.distributed.fsdp import FSDPPolicyUpdater, full_state_dict
+    from agentgym_eppo.trainer.distributed.fsdp import FSDPPolicyUpdater, full_state_dict
 
-        assert isinstance(updater, FSDPPolicyUpdater)
-        state = full_state_dict(updater.scorer)
-        updated = {name: state[f"model.{name}"] for name in initial}
-        dist.barrier()
-        if dist.get_rank() != 0:
-            dist.destroy_process_group()
-            return
+    assert isinstance(updater, FSDPPolicyUpdater)
+    state = full_state_dict(updater.scorer)
+    updated = {name: state[f"model.{name}"] for name in initial}
+    if dist.get_rank() == 0:
+        _save(out, result, initial, updated)
+    # Every rank leaves together: a rank that tore its gloo group down while the other
+    # was still writing aborted now and then on a loaded machine ("terminate called
+    # without an active exception").
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _save(out: str, result, initial: dict, updated: dict) -> None:
     torch.save(
         {
             "loss": result.loss,
@@ -97,8 +104,6 @@ def main(out: str, mode: str) -> None:
         },
         out,
     )
-    if mode != "single":
-        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
