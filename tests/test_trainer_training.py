@@ -360,3 +360,42 @@ def test_an_sft_only_run_without_evaluations_leaves_its_checkpoint(tmp_path):
     )
     assert (run_dir / "checkpoints" / "sft" / "config.json").is_file()
     assert not list(run_dir.glob("eval_*.json"))
+
+
+def test_eval_plays_fewer_instances_of_the_tasks_named_in_instances_by_task(tokenizer):
+    from agentgym_eppo.trainer.engine import HFGenerateEngine
+    from agentgym_eppo.trainer.evaluation import evaluate_policy
+    from agentgym_eppo.trainer.rollout import RolloutLimits
+
+    engine = HFGenerateEngine(_model(tokenizer), tokenizer.eos_token_id, tokenizer.pad_token_id)
+    settings = {
+        "stage": "check",
+        "max_instances": 3,
+        "limits": RolloutLimits(8, 256, 0.8),
+        "backend": "serial",
+        "samples_per_instance": 2,
+    }
+    tasks = ["trainer_test_envs:Echo-v0", "trainer_test_envs:Lookup-v0"]
+    result = evaluate_policy(engine, tokenizer, tasks, instances_by_task={"lookup": 1}, **settings)
+    assert result["tasks"]["echo"]["n"] == 6  # max_instances 3 x 2 samples
+    assert result["tasks"]["lookup"]["n"] == 2  # its own 1 x 2 samples
+    with pytest.raises(ValueError, match="webshop"):
+        evaluate_policy(engine, tokenizer, tasks, instances_by_task={"webshop": 1}, **settings)
+
+
+def test_a_skipped_task_takes_its_per_task_settings_with_it(tmp_path):
+    from rich.console import Console
+
+    from agentgym_eppo.trainer.run import _available_tasks_only
+
+    gone = "trainer_test_envs:Gone-v0"
+    config = _config(
+        tmp_path,
+        f"tasks={{trainer_test_envs:Echo-v0: 4, {gone}: 4}}",
+        f"sft.episodes_by_task={{{gone}: 2}}",
+        f"eval.instances_by_task={{{gone}: 1, trainer_test_envs:Echo-v0: 2}}",
+    )
+    trimmed = _available_tasks_only(config, Console(file=None, quiet=True))
+    assert list(trimmed.tasks) == ["trainer_test_envs:Echo-v0"]
+    assert trimmed.sft.episodes_by_task == {}
+    assert trimmed.eval.instances_by_task == {"trainer_test_envs:Echo-v0": 2}

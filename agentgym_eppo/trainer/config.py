@@ -195,6 +195,13 @@ class EvalConfig:
         metadata={"help": "When to evaluate: before_sft, after_sft, after_rl."},
     )
     max_instances_per_task: int | None = _help("Instances per task (None = all).", None)
+    instances_by_task: dict[str, int] = field(
+        default_factory=dict,
+        metadata={
+            "help": "Per-task exceptions to max_instances_per_task, keyed on info['task_id']: "
+            "long tasks (ALFWorld, WebShop) can play fewer episodes than short ones."
+        },
+    )
     temperature: float = _help("0 = greedy decoding.", 0.0)
     samples_per_instance: int = _help("Attempts per instance (success is averaged).", 1)
 

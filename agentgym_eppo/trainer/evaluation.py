@@ -61,20 +61,34 @@ def evaluate_policy(
     seed: int = 0,
     prompt_style: str = "full",
     samples_per_instance: int = 1,
+    instances_by_task: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Play each selected instance of every task ``samples_per_instance`` times (one
     vector-env group per instance, so the attempts share it); return the eval JSON (see
     module). More than one attempt only means something with ``limits.temperature > 0``:
-    it averages sampling noise out of a small dev set."""
+    it averages sampling noise out of a small dev set.
+
+    ``instances_by_task`` (keyed on ``info["task_id"]``) overrides ``max_instances`` per
+    task: a dev episode of OS costs ~160 tokens, one of ALFWorld up to the whole context,
+    so an eval that wants many OS episodes cannot afford as many ALFWorld ones. A key that
+    names no task of ``tasks`` is refused.
+    """
     from agentgym_eppo.vector import MultiTaskVectorEnv
 
     quotas: dict[str, int] = {}  # by info["task_id"]
     layout: dict[str, int] = {}  # by the caller's names (task ids or env ids)
+    by_task = dict(instances_by_task or {})
     for name in tasks:
         task_id, count = _task_size(name, split, (env_kwargs or {}).get(name, {}))
-        instances = count if max_instances is None else min(count, max_instances)
+        limit = by_task.pop(task_id, max_instances)
+        instances = count if limit is None else min(count, limit)
         quotas[task_id] = instances * samples_per_instance  # episodes to play
         layout[name] = max(1, min(slots_per_task, instances)) * samples_per_instance
+    if by_task:
+        raise ValueError(
+            f"instances_by_task names task(s) {sorted(by_task)} that are not evaluated "
+            f"(tasks: {sorted(quotas)})"
+        )
     venv = MultiTaskVectorEnv(
         layout,
         group_size=samples_per_instance,

@@ -15,6 +15,7 @@ Stages, each skipped when the config says so or a resume already passed it:
 from __future__ import annotations
 
 import copy
+import importlib
 import random
 import time
 from collections import Counter, defaultdict
@@ -177,6 +178,7 @@ class Trainer:
             seed=self.config.seed,
             prompt_style=self.config.rollout.prompt,
             samples_per_instance=e.samples_per_instance,
+            instances_by_task=e.instances_by_task,
         )
         result["seconds"] = time.perf_counter() - started
         write_eval(self.run_dir, result)
@@ -535,9 +537,12 @@ def _available_tasks_only(config: TrainConfig, console: Console) -> TrainConfig:
 
     def problem(name: str) -> str | None:
         env_id = ENVIRONMENTS[name][0] if name in ENVIRONMENTS else name
+        module, _, registered_id = env_id.rpartition(":")  # gym.make's "module:Env-v0" form
         try:
-            gym.spec(env_id)
-        except gym.error.Error:
+            if module:
+                importlib.import_module(module)
+            gym.spec(registered_id)
+        except (gym.error.Error, ImportError):
             return "not installed"
         for split in ("train", config.eval.split):
             try:
@@ -562,6 +567,10 @@ def _available_tasks_only(config: TrainConfig, console: Console) -> TrainConfig:
         console.print(f"[bold yellow]skipping task {name}: {problems[name]}[/]")
     trimmed = copy.deepcopy(config)
     trimmed.tasks = kept
+    # Per-task settings of a skipped task go with it (they would name a task the run lacks).
+    for per_task in (trimmed.sft.episodes_by_task, trimmed.eval.instances_by_task):
+        for name in missing:
+            per_task.pop(name, None)
     return trimmed.validate()
 
 
