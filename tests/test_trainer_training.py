@@ -399,3 +399,23 @@ def test_a_skipped_task_takes_its_per_task_settings_with_it(tmp_path):
     assert list(trimmed.tasks) == ["trainer_test_envs:Echo-v0"]
     assert trimmed.sft.episodes_by_task == {}
     assert trimmed.eval.instances_by_task == {"trainer_test_envs:Echo-v0": 2}
+
+
+def test_the_run_summary_prints_dev_success_and_reward_per_stage(tmp_path):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from agentgym_eppo.trainer.run import _print_summary
+
+    for stage, reward in (("after_sft", -0.1), ("after_rl", 0.25)):
+        result = {"tasks": {"os": {"success": 0.5, "reward": reward}}, "mean_success": 0.5}
+        (tmp_path / f"eval_{stage}.json").write_text(json.dumps(result))
+    console = Console(record=True, width=100)
+    trainer = SimpleNamespace(
+        run_dir=tmp_path, config=SimpleNamespace(seed=7), console=console, log=console.print
+    )
+    _print_summary(trainer, 60.0)  # type: ignore[arg-type]
+    text = console.export_text()
+    assert "dev success per task (seed 7)" in text and "dev reward per task (seed 7)" in text
+    assert "-0.100" in text and "0.250" in text and "before_sft" not in text

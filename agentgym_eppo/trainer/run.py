@@ -595,27 +595,32 @@ def _diagnose(trainer: Trainer) -> None:
 
 
 def _print_summary(trainer: Trainer, seconds: float) -> None:
+    """Per-task dev success, and dev reward beside it: an RL step can only move what its
+    reward reaches, and a policy that stops aborting (-0.2) gains reward before success."""
     import json
 
-    table = Table(title=f"dev success per task (seed {trainer.config.seed})")
-    table.add_column("stage")
     stages = []
     for stage in ("before_sft", "after_sft", "after_rl"):
         path = trainer.run_dir / f"eval_{stage}.json"
         if path.exists():
             stages.append((stage, json.loads(path.read_text(encoding="utf-8"))))
     tasks = sorted({t for _, result in stages for t in result["tasks"]})
-    for task in tasks:
-        table.add_column(task, justify="right")
-    table.add_column("mean", justify="right")
-    for stage, result in stages:
-        table.add_row(
-            stage,
-            *[
-                f"{result['tasks'][t]['success']:.3f}" if t in result["tasks"] else "-"
-                for t in tasks
-            ],
-            f"{result['mean_success']:.3f}",
-        )
-    trainer.console.print(table)
+    seed = trainer.config.seed
+    for measure in ("success", "reward"):
+        table = Table(title=f"dev {measure} per task (seed {seed})")
+        table.add_column("stage")
+        for task in tasks:
+            table.add_column(task, justify="right")
+        table.add_column("mean", justify="right")
+        for stage, result in stages:
+            values = [result["tasks"][t][measure] for t in tasks if t in result["tasks"]]
+            table.add_row(
+                stage,
+                *[
+                    f"{result['tasks'][t][measure]:.3f}" if t in result["tasks"] else "-"
+                    for t in tasks
+                ],
+                f"{sum(values) / len(values):.3f}" if values else "-",
+            )
+        trainer.console.print(table)
     trainer.log(f"run finished in {seconds / 60:.1f} min: {trainer.run_dir}")
