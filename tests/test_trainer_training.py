@@ -419,3 +419,12 @@ def test_the_run_summary_prints_dev_success_and_reward_per_stage(tmp_path):
     text = console.export_text()
     assert "dev success per task (seed 7)" in text and "dev reward per task (seed 7)" in text
     assert "-0.100" in text and "0.250" in text and "before_sft" not in text
+
+
+def test_the_demo_config_is_consistent():
+    """Per-task settings of the shipped demo name its tasks, and every position fits."""
+    config = load_config(Path(__file__).parents[1] / "configs" / "demo-cpu.yaml", [])
+    assert set(config.sft.episodes_by_task) <= set(config.tasks)
+    assert set(config.eval.instances_by_task) <= set(config.tasks)
+    r = config.rollout
+    assert config.model.max_position_embeddings >= r.max_context + r.max_tokens_per_turn
