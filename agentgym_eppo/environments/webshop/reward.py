@@ -1,36 +1,41 @@
-"""WebShop's reward for a purchase (``web_agent_site/engine/goal.py: get_reward``).
+"""WebShop's reward for a purchase, as ``web_agent_site/engine/goal.py`` computes it.
+
+Ported from WebShop at commit 64fa2a5c15c7daa698b9ac93f5bb5437b634c9bd (the commit
+AgentBench builds), function by function; ``tests/test_webshop_goal_port.py`` runs
+WebShop's own ``tests/web-agent-site/engine/test_goal.py`` against this module.
 
     reward = r_type * (attributes matched + options matched + [price <= cap])
                     / (goal attributes + goal options + 1)
 
-* ``r_type`` (type reward): 1.0 when the purchased product's title shares more than 20%
-  of the goal title's nouns, or the same search query, or two category-path levels;
-  0.5 when none of those hold; 0.1 when under 10% of the nouns are shared; 0.0 when none.
-* A goal attribute matches when a product attribute has fuzzy token-set ratio > 85 with
-  it, or it is a substring of the title, bullet points or description (lower-cased).
-* Each chosen option matches when it equals a goal option (``size`` options) or has
-  token-set ratio > 85 with one (other options), or is a substring of the product text;
-  option values are normalised to their first colour word first, as WebShop does.
+* ``r_type`` (:func:`type_reward`): 1.0 when the purchased product's title shares more
+  than 20% of the goal title's nouns, or the same search query, or two category-path
+  levels; 0.5 when none of those hold; 0.1 when under 10% of the nouns are shared; 0.0
+  when none.
+* A goal attribute matches (:func:`attribute_matches`) when a product attribute has
+  token-set ratio > 85 with it, or it is a substring of the lower-cased title, bullet
+  points or description.
+* A goal option matches (:func:`option_matches`) when any chosen option value has
+  token-set ratio > 85 with it, both normalised to their first WebShop colour word;
+  each goal option counts at most once, and the product's text plays no part. So the
+  total never exceeds 1, and buying without choosing options earns partial credit.
 
-Buying without choosing options therefore earns partial credit, as in WebShop. One
-departure: the total is capped at 1 (see :func:`get_reward`). The
-ratio is thefuzz's: strings lower-cased, non-ASCII and non-alphanumerics removed,
-score rounded to an integer. Every term goes to :class:`RewardBreakdown`, which the
-environment puts in ``info``.
+The ratio is thefuzz 0.19's ``fuzz.token_set_ratio`` (WebShop pins ``thefuzz==0.19.0``
+without its ``python-Levenshtein`` extra, so thefuzz scores with :mod:`difflib`),
+reproduced in :func:`token_set_ratio`. Every term goes to :class:`RewardBreakdown`,
+which the environment puts in ``info``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from difflib import SequenceMatcher
 from typing import Any
-
-from rapidfuzz import fuzz
 
 from .catalog import Product
 from .nouns import NounExtractor, heuristic_nouns
 
-EXACT_MATCH_OPTIONS = ("size",)
 FUZZY_THRESHOLD = 85
 
 _COLOR_TEXT = (
@@ -95,17 +100,40 @@ def normalize_color(value: str) -> str:
 
 
 def token_set_ratio(a: str, b: str) -> int:
-    """thefuzz's ``fuzz.token_set_ratio`` (full processing, ASCII only), on rapidfuzz."""
-    a, b = _full_process(a), _full_process(b)
-    if not a or not b:
+    """thefuzz 0.19's ``fuzz.token_set_ratio(a, b)``, step for step.
+
+    Both strings are processed as thefuzz does: characters U+0080-U+00FF dropped (its
+    "asciidammit"; other non-ASCII letters stay), every run of non-word characters
+    (``\\W``, so ``_`` stays) turned into a space, lower-cased, stripped. Then the
+    sorted shared tokens are compared with each side's sorted tokens, and the best of
+    the three difflib ratios, rounded to an integer, is the score.
+    """
+    first, second = _full_process(a), _full_process(b)
+    if not first or not second:
         return 0
-    return round(fuzz.token_set_ratio(a, b))
+    tokens_a, tokens_b = set(first.split()), set(second.split())
+    shared = " ".join(sorted(tokens_a & tokens_b))
+    with_a = f"{shared} {' '.join(sorted(tokens_a - tokens_b))}".strip()
+    with_b = f"{shared} {' '.join(sorted(tokens_b - tokens_a))}".strip()
+    return max(_ratio(shared, with_a), _ratio(shared, with_b), _ratio(with_a, with_b))
+
+
+_LATIN1_SUPPLEMENT = dict.fromkeys(range(128, 256))
+_NON_WORD = re.compile(r"\W")
 
 
 def _full_process(text: str) -> str:
-    ascii_text = text.encode("ascii", "ignore").decode()
-    cleaned = "".join(ch if ch.isalnum() else " " for ch in ascii_text)
-    return cleaned.lower().strip()
+    return _NON_WORD.sub(" ", text.translate(_LATIN1_SUPPLEMENT)).lower().strip()
+
+
+def _ratio(a: str, b: str) -> int:
+    """thefuzz 0.19's ``fuzz.ratio``: equal strings 100 (even empty), one empty 0."""
+    if a == b:
+        return 100
+    if not a or not b:
+        return 0
+    # thefuzz's ``intr`` is int(round()): halves round to even, as here.
+    return round(100 * SequenceMatcher(None, a, b).ratio())
 
 
 def type_reward(
@@ -139,6 +167,7 @@ def _product_text(purchased: Product) -> tuple[str, str, str]:
 
 
 def attribute_matches(purchased: Product, goal_attributes: Sequence[str]) -> int:
+    """WebShop's ``get_attribute_reward``: how many goal attributes the product has."""
     title, bullets, description = _product_text(purchased)
     matches = 0
     for wanted in goal_attributes:
@@ -150,21 +179,17 @@ def attribute_matches(purchased: Product, goal_attributes: Sequence[str]) -> int
     return matches
 
 
-def option_matches(
-    purchased: Product, goal_options: Sequence[str], chosen: Mapping[str, str]
-) -> int:
-    title, bullets, description = _product_text(purchased)
-    goals = [normalize_color(option) for option in goal_options]
-    matches = 0
-    for name, raw_value in chosen.items():
-        value = normalize_color(raw_value)
-        if name.lower() in EXACT_MATCH_OPTIONS:
-            matched = value in goals
-        else:
-            matched = any(token_set_ratio(wanted, value) > FUZZY_THRESHOLD for wanted in goals)
-        if matched or value in title or value in bullets or value in description:
-            matches += 1
-    return matches
+def option_matches(goal_options: Sequence[str], chosen_options: Sequence[str]) -> int:
+    """WebShop's ``get_option_reward``: how many goal options some chosen option hits.
+
+    Both sides are colour-normalised; a goal option is hit when any chosen value has
+    token-set ratio > 85 with it, and counts once however many values hit it.
+    """
+    chosen = [normalize_color(value) for value in chosen_options]
+    return sum(
+        any(token_set_ratio(value, wanted) > FUZZY_THRESHOLD for value in chosen)
+        for wanted in (normalize_color(option) for option in goal_options)
+    )
 
 
 def get_reward(
@@ -179,11 +204,9 @@ def get_reward(
     n_attributes, n_options = len(goal.attributes), len(goal.options)
     denominator = n_attributes + n_options + 1
     num_attr = attribute_matches(purchased, goal.attributes)
-    num_option = option_matches(purchased, goal.options, chosen_options)
+    num_option = option_matches(goal.options, list(chosen_options.values()))
     r_price = price <= goal.price_upper
-    # WebShop counts every chosen option that matches, so a product with more option
-    # groups than the goal names could score above 1; the cap keeps rewards in [0, 1].
-    reward = min(1.0, r_type * (num_attr + num_option + int(r_price)) / denominator)
+    reward = r_type * (num_attr + num_option + int(r_price)) / denominator
     return RewardBreakdown(
         reward=reward,
         r_type=r_type,
