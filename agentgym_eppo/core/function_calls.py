@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidArgumentsError, UnknownToolError, UnparseableCallError
+from .errors import InvalidArgumentsError, ToolCallError, UnknownToolError, UnparseableCallError
 from .tools import ToolSpec
 
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
@@ -55,11 +56,29 @@ def parse_function_call(action: Any, tools: Sequence[ToolSpec]) -> FunctionCall:
         raw = _extract_raw_call(action)
     except RecursionError:
         raise UnparseableCallError("the tool call is nested too deeply to read") from None
+    except ToolCallError:
+        raise
+    except ValueError as error:  # e.g. Python's int-string limit inside the decoder
+        raise UnparseableCallError(_unreadable_value(error)) from None
     return validate_call(raw, tools)
 
 
 def validate_call(raw: Mapping[str, Any], tools: Sequence[ToolSpec]) -> FunctionCall:
-    """Check a ``{"name", "arguments"}`` mapping against ``tools`` and return the call."""
+    """Check a ``{"name", "arguments"}`` mapping against ``tools`` and return the call.
+
+    Raises :class:`ToolCallError` subclasses only: an argument Python cannot even
+    print (an integer past the int-string limit handed over as a dict) is an invalid
+    argument too.
+    """
+    try:
+        return _validate_call(raw, tools)
+    except ToolCallError:
+        raise
+    except ValueError as error:
+        raise InvalidArgumentsError(_unreadable_value(error)) from None
+
+
+def _validate_call(raw: Mapping[str, Any], tools: Sequence[ToolSpec]) -> FunctionCall:
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise UnparseableCallError(
@@ -140,6 +159,10 @@ def _json_object(text: str, source: str) -> Mapping[str, Any]:
         raise UnparseableCallError(
             f"the {source} is not valid JSON ({error.msg} at char {error.pos})"
         ) from None
+    except ValueError as error:  # a JSON number Python refuses to convert
+        raise UnparseableCallError(
+            f"the {source} cannot be read: {_unreadable_value(error)}"
+        ) from None
     if not isinstance(value, Mapping):
         raise UnparseableCallError(
             f"the {source} must hold a JSON object, got {type(value).__name__}"
@@ -160,6 +183,8 @@ def _json_objects_in(text: str) -> list[Any]:
         except json.JSONDecodeError:
             position = text.find("{", position + 1)
             continue
+        except ValueError as error:  # JSON, but a number Python refuses to convert
+            raise UnparseableCallError(_unreadable_value(error)) from None
         found.append(value)
         position = text.find("{", end)
     return found
@@ -176,6 +201,23 @@ def _loads_arguments(tool: str, text: str) -> Any:
         ) from None
     except RecursionError:
         raise InvalidArgumentsError(f"{tool}: arguments are nested too deeply to read") from None
+    except ValueError as error:  # Python's int-string limit: a number of 4,301+ digits
+        raise InvalidArgumentsError(f"{tool}: {_unreadable_value(error)}") from None
+
+
+def _unreadable_value(error: ValueError) -> str:
+    """The message for a value JSON allows but Python refuses to convert (see
+    ``sys.set_int_max_str_digits``): today only integers with thousands of digits."""
+    if "digits" in str(error):
+        return (
+            "a number in the call has more digits than can be read "
+            f"(at most {_max_int_digits():,}); write numbers with fewer digits"
+        )
+    return f"a value in the call cannot be read ({_shorten(str(error), 120)})"
+
+
+def _max_int_digits() -> int:
+    return sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
 
 
 def _shorten(text: str, limit: int = 60) -> str:

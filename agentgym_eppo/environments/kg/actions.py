@@ -73,13 +73,19 @@ KG_TOOLS: tuple[ToolSpec, ...] = (
 
 _ACTION = re.compile(r"\s*([A-Za-z_]+)\s*\((.*)\)\s*", re.DOTALL)
 _VARIABLE = re.compile(r"#(\d+)")
+_MAX_VARIABLE_DIGITS = 9
+"""No episode makes a billion variables; longer indices are refused before ``int``,
+which raises past Python's int-string limit (``#`` and 5,000 digits)."""
 _FINAL_ANSWER = re.compile(r"(?:Find|Final) Answer: #(\d+)")
 
 
 def variable_index(value: str) -> int | None:
     """``"#3"`` -> 3; None for anything that is not a well-formed variable reference."""
     match = _VARIABLE.fullmatch(value.strip())
-    return int(match.group(1)) if match else None
+    digits = match.group(1).lstrip("0") if match else ""
+    if match is None or len(digits) > _MAX_VARIABLE_DIGITS:
+        return None
+    return int(digits or "0")
 
 
 def entity_id_for(value: str, entities: Mapping[str, str]) -> str | None:

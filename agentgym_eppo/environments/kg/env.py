@@ -29,7 +29,7 @@ from ...core import AgentBenchEnv, FunctionCall, TaskSet, ToolResult
 from .actions import KG_TOOLS, check_gold_actions, final_answer_in
 from .expert import GoldExpert
 from .queries import FREEBASE_NS
-from .session import KGSession
+from .session import MAX_VARIABLE_SIZE, QUERY_TIMEOUT, KGSession
 from .store import GraphStore, SparqlEndpointStore, StoreKind, embedded_store
 from .tasks import KGRecord, load_kg_tasks, score_answer, shipped_graph_path
 
@@ -54,7 +54,9 @@ class KGEnv(AgentBenchEnv[KGRecord]):
     store (``endpoint_timeout`` seconds per request). ``graph``: an N-Triples/Turtle file
     (optionally gzipped) for the embedded store; default the shipped graph. ``store``:
     ``"oxigraph"`` (default) or ``"rdflib"``. ``namespace``: the IRI prefix of entity and
-    property names (Freebase's, which the shipped graph uses too).
+    property names (Freebase's, which the shipped graph uses too). ``max_variable_size``:
+    the most entities a variable may hold (a larger result is refused with a message);
+    ``query_timeout``: seconds one embedded-store query may run (see :mod:`.session`).
     """
 
     task_id = "kg"
@@ -71,9 +73,13 @@ class KGEnv(AgentBenchEnv[KGRecord]):
         store: StoreKind = "oxigraph",
         namespace: str = FREEBASE_NS,
         endpoint_timeout: float = 30.0,
+        max_variable_size: int = MAX_VARIABLE_SIZE,
+        query_timeout: float = QUERY_TIMEOUT,
         **kwargs: Any,
     ) -> None:
         super().__init__(tasks, split, **kwargs)
+        self.max_variable_size = int(max_variable_size)
+        self.query_timeout = float(query_timeout)
         if sparql_endpoint is not None and graph is not None:
             raise ValueError("pass either sparql_endpoint= or graph=, not both")
         self.namespace = namespace
@@ -102,7 +108,12 @@ class KGEnv(AgentBenchEnv[KGRecord]):
 
     def _begin_episode(self, record: KGRecord) -> str:
         self._session = KGSession(
-            self.store, record.entities, namespace=self.namespace, ranges=self._ranges
+            self.store,
+            record.entities,
+            namespace=self.namespace,
+            ranges=self._ranges,
+            max_variable_size=self.max_variable_size,
+            query_timeout=self.query_timeout,
         )
         self._expert = GoldExpert(
             check_gold_actions(record.actions, record.entities), record.entities

@@ -21,7 +21,7 @@ import itertools
 import re
 from collections.abc import Iterable, Iterator
 
-from .variables import And, Count, Entity, Join, SetProgram, Superlative
+from .variables import And, Count, Entity, Join, Members, SetProgram, Superlative
 
 FREEBASE_NS = "http://rdf.freebase.com/ns/"
 EXPECTED_TYPE = "type.property.expected_type"
@@ -67,6 +67,9 @@ def _pattern(program: SetProgram, target: str, namespace: str, fresh: _Fresh) ->
     """A group-graph-pattern body binding ``target`` to every member of ``program``."""
     if isinstance(program, Entity):
         return f"VALUES {target} {{ {iri(namespace, program.entity_id)} }}"
+    if isinstance(program, Members):
+        ids = " ".join(iri(namespace, name) for name in program.entity_ids if is_safe_name(name))
+        return f"VALUES {target} {{ {ids} }}"
     if isinstance(program, Join):
         source = fresh()
         inner = _pattern(program.source, source, namespace, fresh)
@@ -87,9 +90,12 @@ def _pattern(program: SetProgram, target: str, namespace: str, fresh: _Fresh) ->
     raise TypeError(f"a {type(program).__name__} program does not denote a set of entities")
 
 
-def members(program: SetProgram, namespace: str) -> str:
-    """The distinct members of ``program`` as ``?x``, in a stable order."""
+def members(program: SetProgram, namespace: str, limit: int | None = None) -> str:
+    """The distinct members of ``program`` as ``?x``: in a stable order, or with
+    ``limit`` unordered and at most that many (a store can stop early: sort yourself)."""
     body = _pattern(program, "?x", namespace, _Fresh())
+    if limit is not None:
+        return f"SELECT DISTINCT ?x WHERE {{ {body} }} LIMIT {int(limit)}"
     return f"SELECT DISTINCT ?x WHERE {{ {body} }} ORDER BY ASC(STR(?x))"
 
 

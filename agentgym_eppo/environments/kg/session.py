@@ -16,6 +16,13 @@ AgentBench, the list is fetched on the spot if the agent has not asked for it.
 ``intersection`` needs two variables of one type. The agent's mistakes come back as
 ``Error processing tool call: ...`` observations; a reference to a variable that does
 not exist ends the episode (:class:`~agentgym_eppo.core.AgentValidationFailed`).
+
+Every tool call is bounded whatever the variables hold. A new variable's set is
+evaluated when it is made and kept (:class:`~.variables.Members`), so each query is
+one join over at most ``max_variable_size`` entities instead of the nested program
+of every call before it; a result larger than that is refused with a message, as is
+a query that runs past ``query_timeout`` seconds on an embedded store.
+``intersection`` and ``count`` need no query at all.
 """
 
 from __future__ import annotations
@@ -27,13 +34,14 @@ from typing import Literal
 from ...core import AgentValidationFailed, FunctionCall
 from . import queries
 from .actions import entity_id_for, variable_index
-from .store import GraphStore, Term
+from .store import GraphStore, QueryTooCostly, Term
 from .variables import (
     NUMBER_TYPE,
     And,
     Count,
     Entity,
     Join,
+    Members,
     SetProgram,
     Superlative,
     Variable,
@@ -42,6 +50,11 @@ from .variables import (
 ERROR_PREFIX = "Error processing tool call: "
 SHOWN_ANSWERS = 10
 """How many members the final answer's observation names before summarising the rest."""
+MAX_VARIABLE_SIZE = 100_000
+"""The most entities a variable may hold: bounds every later query's size and time
+(the shipped graph's largest gold set has a few hundred)."""
+QUERY_TIMEOUT = 20.0
+"""Seconds one query on an embedded store may run (checked between result rows)."""
 
 
 class ToolError(Exception):
@@ -70,7 +83,16 @@ class KGSession:
         *,
         namespace: str = queries.FREEBASE_NS,
         ranges: MutableMapping[str, str] | None = None,
+        max_variable_size: int = MAX_VARIABLE_SIZE,
+        query_timeout: float = QUERY_TIMEOUT,
     ) -> None:
+        if max_variable_size < 1 or query_timeout <= 0:
+            raise ValueError(
+                "max_variable_size and query_timeout must be positive, got "
+                f"{max_variable_size} and {query_timeout}"
+            )
+        self.max_variable_size = int(max_variable_size)
+        self.query_timeout = float(query_timeout)
         self.store = store
         self.entities = dict(entities)
         self.namespace = namespace
@@ -85,16 +107,22 @@ class KGSession:
             return self._dispatch(call)
         except ToolError as error:
             return ERROR_PREFIX + str(error)
+        except QueryTooCostly as error:
+            return f"{ERROR_PREFIX}{call.name}: {error}; ask about fewer entities"
 
     def answer(self, reference: str) -> Answer:
         """Evaluate the variable ``reference`` (``#k``) submitted as the final answer."""
         index = self._index(reference)
         variable = self.variables[index]
         if isinstance(variable.program, Count):
-            number = self._count(variable.program)
+            number = str(len(_members_of(variable.program.source)))
             return Answer((number,), f"Observation: variable #{index} is the number {number}")
-        values = self._members(variable.set_program)
-        return Answer(tuple(values), self._describe_answer(index, values))
+        values = list(_members_of(variable.set_program))
+        try:
+            observation = self._describe_answer(index, values)
+        except QueryTooCostly:  # the labels are a courtesy; the answer stands without them
+            observation = self._describe_answer(index, values, labelled=False)
+        return Answer(tuple(values), observation)
 
     # ------------------------------------------------------------------ tools
 
@@ -111,7 +139,8 @@ class KGSession:
                 raise ToolError(
                     f"get_neighbors: relation must be a relation of the variable, got {relation!r}"
                 )
-            return self._new(Variable(self._range(relation), Join(relation, program)))
+            logical: SetProgram = Join(relation, self._logical(name, arguments["variable"]))
+            return self._new_set(name, self._range(relation), Join(relation, program), logical)
         if name == "intersection":
             first = self._set_variable(name, arguments["variable1"])
             second = self._set_variable(name, arguments["variable2"])
@@ -120,7 +149,9 @@ class KGSession:
                     "intersection: two variables must have the same type, got "
                     f"{first.type} and {second.type}"
                 )
-            return self._new(Variable(first.type, And(first.set_program, second.set_program)))
+            common = set(_members_of(first.set_program)) & set(_members_of(second.set_program))
+            logical = And(_logical_of(first), _logical_of(second))
+            return self._new(Variable(first.type, Members(tuple(sorted(common))), logical))
         if name == "get_attributes":
             program = self._set_variable(name, arguments["variable"]).set_program
             return _listing(self._attributes_of(program))
@@ -133,11 +164,24 @@ class KGSession:
                 )
             kind: Literal["ARGMAX", "ARGMIN"] = "ARGMAX" if name == "argmax" else "ARGMIN"
             program = Superlative(kind, variable.set_program, attribute)
-            return self._new(Variable(variable.type, program))
+            logical = Superlative(kind, _logical_of(variable), attribute)
+            return self._new_set(name, variable.type, program, logical)
         if name == "count":
             variable = self._set_variable(name, arguments["variable"])
-            return self._new(Variable(NUMBER_TYPE, Count(variable.set_program)))
+            counted = Count(variable.set_program)
+            return self._new(Variable(NUMBER_TYPE, counted, Count(_logical_of(variable))))
         raise ToolError(f"{name} is not a knowledge-graph tool")
+
+    def _new_set(self, tool: str, type_: str, program: SetProgram, logical: SetProgram) -> str:
+        """Evaluate ``program`` now and keep its members as the new variable."""
+        limit = self.max_variable_size
+        found = self._names(self._select(queries.members(program, self.namespace, limit + 1)))
+        if len(found) > limit:
+            raise ToolError(
+                f"{tool}: the result has more than {limit:,} entities, more than a variable "
+                "may hold; follow a more specific relation"
+            )
+        return self._new(Variable(type_, Members(tuple(sorted(set(found)))), logical))
 
     def _new(self, variable: Variable) -> str:
         self.variables.append(variable)
@@ -171,6 +215,13 @@ class KGSession:
             )
         return Entity(entity_id)
 
+    def _logical(self, tool: str, value: str) -> SetProgram:
+        """The logical form an argument stands for (a variable's, or the entity)."""
+        if value.strip().startswith("#"):
+            return _logical_of(self._set_variable(tool, value))
+        program = self._source(tool, value)
+        return program
+
     def _set_variable(self, tool: str, value: str) -> Variable:
         if not value.strip().startswith("#"):
             raise ToolError(
@@ -184,31 +235,26 @@ class KGSession:
 
     # ------------------------------------------------------------------ queries
 
+    def _select(self, query: str) -> list[tuple[Term | None, ...]]:
+        return self.store.select(query, timeout=self.query_timeout)
+
     def _relations_of(self, program: SetProgram) -> list[str]:
         if program not in self._relations:
-            rows = self.store.select(queries.relations(program, self.namespace))
+            rows = self._select(queries.relations(program, self.namespace))
             self._relations[program] = self._names(rows)
         return self._relations[program]
 
     def _attributes_of(self, program: SetProgram) -> list[str]:
         if program not in self._attributes:
-            rows = self.store.select(queries.attributes(program, self.namespace))
+            rows = self._select(queries.attributes(program, self.namespace))
             self._attributes[program] = self._names(rows)
         return self._attributes[program]
 
     def _range(self, relation: str) -> str:
         if relation not in self._ranges:
-            names = self._names(self.store.select(queries.expected_type(relation, self.namespace)))
+            names = self._names(self._select(queries.expected_type(relation, self.namespace)))
             self._ranges[relation] = names[0] if names else "type.object"
         return self._ranges[relation]
-
-    def _members(self, program: SetProgram) -> list[str]:
-        return self._names(self.store.select(queries.members(program, self.namespace)))
-
-    def _count(self, program: Count) -> str:
-        rows = self.store.select(queries.count(program, self.namespace))
-        term = rows[0][0] if rows and rows[0] else None
-        return term.value if term is not None else "0"
 
     def _names(self, rows: list[tuple[Term | None, ...]]) -> list[str]:
         """The first column as Freebase names: IRIs lose the namespace, literals stay."""
@@ -216,11 +262,12 @@ class KGSession:
             _local(term, self.namespace) for row in rows if row and (term := row[0]) is not None
         ]
 
-    def _describe_answer(self, index: int, values: list[str]) -> str:
+    def _describe_answer(self, index: int, values: list[str], *, labelled: bool = True) -> str:
         if not values:
             return f"Observation: variable #{index} is empty"
         shown = values[:SHOWN_ANSWERS]
-        labels = self._labels([value for value in shown if queries.is_safe_name(value)])
+        safe = [value for value in shown if queries.is_safe_name(value)]
+        labels = self._labels(safe) if labelled else {}
         items = [f"{value} ({labels[value]})" if value in labels else value for value in shown]
         rest = f", and {len(values) - len(shown)} more" if len(values) > len(shown) else ""
         noun = "entity" if len(values) == 1 else "entities"
@@ -232,10 +279,27 @@ class KGSession:
         if not entity_ids:
             return {}
         labels: dict[str, str] = {}
-        for entity, name in self.store.select(queries.names(entity_ids, self.namespace)):
+        for entity, name in self._select(queries.names(entity_ids, self.namespace)):
             if entity is not None and name is not None:
                 labels.setdefault(_local(entity, self.namespace), name.value)
         return labels
+
+
+def _members_of(program: SetProgram) -> tuple[str, ...]:
+    """The members of a variable's program: every set variable holds :class:`Members`,
+    except an argument naming an entity directly."""
+    if isinstance(program, Members):
+        return program.entity_ids
+    if isinstance(program, Entity):
+        return (program.entity_id,)
+    raise TypeError(f"a variable holds evaluated members, not a {type(program).__name__}")
+
+
+def _logical_of(variable: Variable) -> SetProgram:
+    logical = variable.logical_form if variable.logical_form is not None else variable.program
+    if isinstance(logical, Count):
+        raise TypeError("a count variable holds a number, not a set of entities")
+    return logical
 
 
 def _local(term: Term, namespace: str) -> str:

@@ -11,6 +11,14 @@ from :mod:`.queries`, so every store answers the very same text.
   Freebase as in AgentBench, Oxigraph's server, Fuseki, ...). Every request has a
   timeout; a down, slow or failing endpoint raises
   :class:`~agentgym_eppo.core.TaskFailure`, which ends the episode as ``task_error``.
+  A response larger than :data:`MAX_RESPONSE_BYTES` is not read past that size.
+
+``select(query, timeout=...)`` bounds a query's time where the store can: the
+embedded stores check the clock between result rows and raise
+:class:`QueryTooCostly`; an endpoint's request has its own timeout. Neither embedded
+store can interrupt a query before its first row (pyoxigraph and rdflib have no
+cancellation), which is why the session keeps every query one join over a bounded set
+(:mod:`.variables`).
 
 Embedded graphs are loaded once per process and file and shared read-only by every env.
 """
@@ -21,6 +29,7 @@ import abc
 import functools
 import gzip
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -32,6 +41,9 @@ import pyoxigraph
 import rdflib
 
 from ...core import TaskFailure
+
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""The most an endpoint's answer to one query may hold: far above any bounded query's."""
 
 StoreKind = Literal["oxigraph", "rdflib"]
 STORE_KINDS: tuple[StoreKind, ...] = ("oxigraph", "rdflib")
@@ -48,12 +60,17 @@ class Term:
 Row = tuple[Term | None, ...]
 
 
+class QueryTooCostly(Exception):
+    """A query ran past its time limit (the agent's variables asked too much of it)."""
+
+
 class GraphStore(abc.ABC):
     """Runs SPARQL SELECT queries; rows hold the projected variables in query order."""
 
     @abc.abstractmethod
-    def select(self, query: str) -> list[Row]:
-        """Run ``query``; raise :class:`TaskFailure` if the store cannot answer."""
+    def select(self, query: str, timeout: float | None = None) -> list[Row]:
+        """Run ``query``; raise :class:`QueryTooCostly` past ``timeout`` seconds (where
+        the store can tell) and :class:`TaskFailure` if the store cannot answer."""
 
     @property
     @abc.abstractmethod
@@ -80,12 +97,18 @@ class OxigraphStore(GraphStore):
     def __len__(self) -> int:
         return len(self._store)
 
-    def select(self, query: str) -> list[Row]:
+    def select(self, query: str, timeout: float | None = None) -> list[Row]:
+        deadline = _Deadline(timeout)
         solutions = self._store.query(query)
         if not isinstance(solutions, pyoxigraph.QuerySolutions):
             raise TypeError("GraphStore.select needs a SELECT query")
         width = len(solutions.variables)
-        return [tuple(_oxigraph_term(solution[i]) for i in range(width)) for solution in solutions]
+        rows: list[Row] = []
+        for solution in solutions:  # evaluated lazily: the clock is read between rows
+            deadline.check()
+            rows.append(tuple(_oxigraph_term(solution[i]) for i in range(width)))
+        deadline.check()
+        return rows
 
     @property
     def description(self) -> str:
@@ -109,8 +132,14 @@ class RdflibStore(GraphStore):
     def __len__(self) -> int:
         return len(self._graph)
 
-    def select(self, query: str) -> list[Row]:
-        return [tuple(_rdflib_term(term) for term in row) for row in self._graph.query(query)]  # type: ignore[union-attr]
+    def select(self, query: str, timeout: float | None = None) -> list[Row]:
+        deadline = _Deadline(timeout)
+        rows: list[Row] = []
+        for row in self._graph.query(query):
+            deadline.check()
+            rows.append(tuple(_rdflib_term(term) for term in row))  # type: ignore[union-attr]
+        deadline.check()
+        return rows
 
     @property
     def description(self) -> str:
@@ -128,8 +157,10 @@ class SparqlEndpointStore(GraphStore):
         self.url = url
         self.timeout = float(timeout)
 
-    def select(self, query: str) -> list[Row]:
-        payload = self._post(query)
+    def select(self, query: str, timeout: float | None = None) -> list[Row]:
+        # The endpoint's own request timeout (``endpoint_timeout``) bounds it instead:
+        # a query the session keeps small that still times out is the server's failure.
+        payload = self._post(query, self.timeout)
         try:
             variables = payload["head"]["vars"]
             bindings = payload["results"]["bindings"]
@@ -141,7 +172,7 @@ class SparqlEndpointStore(GraphStore):
                 f"SPARQL endpoint {self.url} sent results that are not SPARQL JSON ({error!r})"
             ) from None
 
-    def _post(self, query: str) -> Any:
+    def _post(self, query: str, timeout: float) -> Any:
         request = urllib.request.Request(
             self.url,
             data=urllib.parse.urlencode({"query": query}).encode("utf-8"),
@@ -152,8 +183,8 @@ class SparqlEndpointStore(GraphStore):
             method="POST",
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body = response.read()
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                body = response.read(MAX_RESPONSE_BYTES + 1)
         except urllib.error.HTTPError as error:
             detail = error.read(300).decode("utf-8", errors="replace").strip()
             raise TaskFailure(
@@ -161,24 +192,39 @@ class SparqlEndpointStore(GraphStore):
             ) from None
         except TimeoutError:
             raise TaskFailure(
-                f"SPARQL endpoint {self.url} did not answer within {self.timeout:g} s"
+                f"SPARQL endpoint {self.url} did not answer within {timeout:g} s"
             ) from None
         except urllib.error.URLError as error:
             if isinstance(error.reason, TimeoutError):
                 raise TaskFailure(
-                    f"SPARQL endpoint {self.url} did not answer within {self.timeout:g} s"
+                    f"SPARQL endpoint {self.url} did not answer within {timeout:g} s"
                 ) from None
             raise TaskFailure(f"cannot reach SPARQL endpoint {self.url}: {error.reason}") from None
         except OSError as error:
             raise TaskFailure(f"SPARQL endpoint {self.url} failed: {error}") from None
+        if len(body) > MAX_RESPONSE_BYTES:
+            raise TaskFailure(
+                f"SPARQL endpoint {self.url} sent more than {MAX_RESPONSE_BYTES >> 20} MiB "
+                "for one query"
+            )
         try:
             return json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
             raise TaskFailure(f"SPARQL endpoint {self.url} did not send JSON results") from None
 
     @property
     def description(self) -> str:
         return f"SPARQL endpoint {self.url}"
+
+
+class _Deadline:
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self.end = None if timeout is None else time.monotonic() + timeout
+
+    def check(self) -> None:
+        if self.end is not None and time.monotonic() > self.end:
+            raise QueryTooCostly(f"the query ran past its limit of {self.timeout:g} s")
 
 
 def embedded_store(path: str | Path, kind: StoreKind = "oxigraph") -> GraphStore:

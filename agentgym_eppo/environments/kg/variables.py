@@ -1,10 +1,13 @@
-"""What a KG variable ``#k`` holds: a typed, lazily evaluated program over the graph.
+"""Programs over the graph (AgentBench's logical forms) and what a KG variable ``#k`` holds.
 
-As in AgentBench, ``get_neighbors``/``intersection``/``argmax``/``count`` do not fetch
-their result: they build a program (a small logical form) that names the set, and the
-store evaluates it only when a later tool (or the final answer) needs it. A variable
-with 100k members therefore costs nothing until asked for, and the same program runs
-unchanged on the embedded store and on a remote endpoint.
+A program (:class:`Join`, :class:`And`, :class:`Superlative`, :class:`Count` over an
+:class:`Entity`) names a set; :mod:`.queries` turns it into one SPARQL query, and the
+question generator writes its gold answers that way. An episode's variables do not
+nest programs, though: AgentBench's lazy evaluation lets ``intersection(#k, #k)``
+double the query behind ``#k+1`` with every call, so a dozen calls build a query no
+store answers in time. Each variable instead holds its evaluated set,
+:class:`Members` (at most ``max_variable_size`` entities, see :mod:`.session`), and
+every tool call is one query over that set, whatever came before.
 
 ``str(program)`` is the program as an S-expression in AgentBench's notation
 (``(JOIN (R film.film.directed_by) m.0abc)``), handy in logs and task files.
@@ -12,7 +15,7 @@ unchanged on the embedded store and on a remote endpoint.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 NUMBER_TYPE = "type.int"
@@ -27,6 +30,22 @@ class Entity:
 
     def __str__(self) -> str:
         return self.entity_id
+
+
+@dataclass(frozen=True)
+class Members:
+    """An evaluated set: the entity ids (and literal values) a tool call returned, sorted.
+
+    Only Freebase-shaped ids take part in later queries; literal values cannot be the
+    subject of a relation anyway.
+    """
+
+    entity_ids: tuple[str, ...]
+
+    def __str__(self) -> str:
+        shown = " ".join(self.entity_ids[:3])
+        more = f" ...{len(self.entity_ids) - 3} more" if len(self.entity_ids) > 3 else ""
+        return f"(VALUES {shown}{more})"
 
 
 @dataclass(frozen=True)
@@ -76,17 +95,25 @@ class Count:
         return f"(COUNT {self.source})"
 
 
-Program = Entity | Join | And | Superlative | Count
-SetProgram = Entity | Join | And | Superlative
+Program = Entity | Members | Join | And | Superlative | Count
+SetProgram = Entity | Members | Join | And | Superlative
 """Programs that denote a set of entities (everything but :class:`Count`)."""
 
 
 @dataclass(frozen=True)
 class Variable:
-    """A result the agent refers to as ``#k``: its type and the program that computes it."""
+    """A result the agent refers to as ``#k``: its type and its evaluated value.
+
+    ``program`` is :class:`Members` (or :class:`Count` of members for a number);
+    ``logical_form`` is the AgentBench program that led to it, kept for ``str`` and
+    logs only: it may share sub-programs exponentially (``intersection(#k, #k)``), so it
+    is never hashed, compared or queried, and ``str`` renders at most
+    :data:`LOGICAL_FORM_LIMIT` characters of it.
+    """
 
     type: str
     program: Program
+    logical_form: Program | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_number(self) -> bool:
@@ -100,4 +127,37 @@ class Variable:
         return self.program
 
     def __str__(self) -> str:
-        return str(self.program)
+        return render(self.logical_form if self.logical_form is not None else self.program)
+
+
+LOGICAL_FORM_LIMIT = 2_000
+
+
+def render(program: Program, limit: int = LOGICAL_FORM_LIMIT) -> str:
+    """``str(program)``, cut after ``limit`` characters; its cost is bounded by ``limit``
+    however large the shared program tree unfolds."""
+    parts: list[str] = []
+    length = 0
+    stack: list[Program | str] = [program]
+    while stack and length <= limit:
+        item = stack.pop()
+        if isinstance(item, str):
+            piece = item
+        elif isinstance(item, Join):
+            piece = f"(JOIN (R {item.relation}) "
+            stack.extend([")", item.source])
+        elif isinstance(item, And):
+            piece = "(AND "
+            stack.extend([")", item.right, " ", item.left])
+        elif isinstance(item, Superlative):
+            piece = f"({item.kind} "
+            stack.extend([f" {item.attribute})", item.source])
+        elif isinstance(item, Count):
+            piece = "(COUNT "
+            stack.extend([")", item.source])
+        else:
+            piece = str(item)
+        parts.append(piece)
+        length += len(piece)
+    text = "".join(parts)
+    return text if not stack and length <= limit else text[:limit] + "..."
