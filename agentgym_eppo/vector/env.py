@@ -21,11 +21,19 @@ A worker that dies ends the episodes it ran as ``task_error`` (reward = the env'
 abort penalty, ``terminated``), with ``info["worker_restarted"] = True``,
 ``info["error"]`` and ``info["trajectory"]``, the episode so far as recorded here;
 the worker is restarted and the vector env goes on.
+
+No step can stall the vector env: a step (or abort) still unanswered
+``step_timeout`` seconds after it was submitted (600 s by default, far above any
+task's own limits) ends its slot's episode the same way, with
+``info["error"]`` naming the deadline: its worker is killed and replaced, and the
+other workers' slots go on. The serial back-end runs each step inside the caller's
+own process, so there the deadline cannot apply.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +49,11 @@ from .layout import SlotsSpec, slot_specs
 from .outcome import StepOutcome
 from .sampling import InstanceStream
 from .workers import WorkerError, WorkerLost, WorkerPool, make_pool
+
+DEFAULT_STEP_TIMEOUT = 600.0
+"""Seconds a slot's step may take before its worker is replaced: generous, since an OS
+command (30 s), a DB statement (60 s plus its watchdog) or a SPARQL request (30 s)
+already stops itself well before."""
 
 
 @dataclass
@@ -82,6 +95,8 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
         autoreset_mode: ``AutoresetMode.DISABLED`` (default) or ``NEXT_STEP``.
         envs_per_worker: slots per worker process/actor (default 1: none waits on another).
         backend_options: keywords of the back-end (``start_method``, ``actor_options``...).
+        step_timeout: seconds a step may run before its slot ends as ``task_error`` and
+            its worker is replaced (None: no deadline).
     """
 
     def __init__(
@@ -95,7 +110,11 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
         autoreset_mode: AutoresetMode | str = AutoresetMode.DISABLED,
         envs_per_worker: int = 1,
         backend_options: Mapping[str, Any] | None = None,
+        step_timeout: float | None = DEFAULT_STEP_TIMEOUT,
     ) -> None:
+        if step_timeout is not None and not step_timeout > 0:
+            raise ValueError(f"step_timeout must be positive or None, got {step_timeout}")
+        self.step_timeout = None if step_timeout is None else float(step_timeout)
         mode = AutoresetMode(autoreset_mode)
         if mode not in (AutoresetMode.DISABLED, AutoresetMode.NEXT_STEP):
             raise ValueError(
@@ -144,6 +163,10 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
                 )
         self._in_flight: dict[int, tuple[Request, Any]] = {}
         """Submitted steps and aborts by request id: the request and the action."""
+        self._deadlines: dict[int, float] = {}
+        """When each submitted step or abort (by request id) must have been answered."""
+        self._overdue: dict[int, str] = {}
+        """Workers stopped for an overdue request: the reason their loss will carry."""
         self._ready: dict[int, StepOutcome] = {}
         """Finished steps by slot, not yet handed to the caller."""
         self._seed = int(seed)
@@ -289,8 +312,13 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
         """Outcomes of submitted steps that have finished, waiting up to ``timeout``
         seconds (``None``: until at least one) when none has; fast slots need not wait
         for slow ones."""
-        if not self._ready and self._in_flight:
-            self._pump(timeout)
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self._ready and self._in_flight:
+            # A pump may return empty-handed when a deadline passes; the loss it caused
+            # arrives on the next one, still within the caller's wait.
+            self._pump(None if end is None else max(0.0, end - time.monotonic()))
+            if end is not None and time.monotonic() >= end:
+                break
         outcomes = sorted(self._ready.values(), key=lambda o: o.index)
         self._ready.clear()
         return outcomes
@@ -395,6 +423,8 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
 
     def _submit(self, request: Request, action: Any) -> None:
         self._in_flight[request.request_id] = (request, action)
+        if self.step_timeout is not None and self._pool.can_stop_workers:
+            self._deadlines[request.request_id] = time.monotonic() + self.step_timeout
         self._pool.submit(request)
 
     def _in_flight_slots(self) -> set[int]:
@@ -407,15 +437,48 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
         return [self._ready.pop(index) for index in indices]
 
     def _pump(self, timeout: float | None) -> None:
-        """Turn whatever the pool has delivered into outcomes in ``self._ready``."""
-        for event in self._pool.poll(timeout):
+        """Turn whatever the pool has delivered into outcomes in ``self._ready``; wait
+        no longer than the next step deadline, and stop the workers past theirs."""
+        for event in self._pool.poll(self._wait_bound(timeout)):
             if isinstance(event, WorkerLost):
                 self._on_worker_lost(event)
                 continue
             self._on_step_reply(event)
+        self._stop_overdue()
+
+    def _wait_bound(self, timeout: float | None) -> float | None:
+        pending = [
+            deadline
+            for request_id, deadline in self._deadlines.items()
+            if self._pool.worker_of(self._in_flight[request_id][0].slot) not in self._overdue
+        ]
+        if not pending:
+            return timeout
+        until = max(0.0, min(pending) - time.monotonic())
+        return until if timeout is None else min(timeout, until)
+
+    def _stop_overdue(self) -> None:
+        now = time.monotonic()
+        for request_id, deadline in list(self._deadlines.items()):
+            if deadline > now:
+                continue
+            request = self._in_flight[request_id][0]
+            worker = self._pool.worker_of(request.slot)
+            if worker in self._overdue:
+                continue
+            assert self.step_timeout is not None
+            self._overdue[worker] = (
+                f"slot {request.slot}'s {request.command} did not finish within the "
+                f"step_timeout of {self.step_timeout:g} s"
+            )
+            self._pool.stop_overdue(worker)
+
+    def _forget(self, request_id: int) -> tuple[Request, Any] | None:
+        self._deadlines.pop(request_id, None)
+        return self._in_flight.pop(request_id, None)
 
     def _on_step_reply(self, reply: Reply) -> None:
-        entry = self._in_flight.pop(reply.request_id, None)
+        entry = self._forget(reply.request_id)
         if entry is None:
             return
         request, action = entry
@@ -453,14 +516,15 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
     def _on_worker_lost(self, lost: WorkerLost) -> None:
         hosted = self._pool.worker_slots[lost.worker]
         lost_requests = {request.slot: request for request in lost.requests}
+        reason = self._overdue.pop(lost.worker, lost.reason)
         for index in hosted:
             slot = self._slots[index]
             request = lost_requests.get(index)
-            entry = self._in_flight.pop(request.request_id, None) if request else None
+            entry = self._forget(request.request_id) if request else None
             if entry is not None and request is not None and request.command in ("step", "abort"):
-                self._ready[index] = self._lost_outcome(slot, entry[1], lost.reason)
+                self._ready[index] = self._lost_outcome(slot, entry[1], reason)
             elif slot.running:
-                slot.lost_reason = lost.reason  # ends as task_error at its next step
+                slot.lost_reason = reason  # ends as task_error at its next step
         self._pool.restart(lost.worker)
 
     def _lost_outcome(self, slot: _Slot, action: Any, reason: str) -> StepOutcome:
@@ -500,7 +564,9 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
         values: dict[int, Any] = {}
         retried: set[int] = set()
         while waiting:
-            for event in self._pool.poll(None):
+            events = self._pool.poll(self._wait_bound(None))
+            self._stop_overdue()  # a step submitted earlier may stall meanwhile
+            for event in events:
                 if isinstance(event, WorkerLost):
                     resend = [r for r in event.requests if r.request_id in waiting]
                     self._on_worker_lost(event)

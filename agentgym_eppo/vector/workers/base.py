@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import abc
 import shutil
-import tempfile
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..host import EnvSpec, Reply, Request
+from .leftovers import make_root
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class WorkerPool(abc.ABC):
     def temp_dir(self, worker: int) -> str:
         """The worker's private temp folder (its ``TMPDIR``), removed on restart and close."""
         if self._temp_root is None:
-            self._temp_root = Path(tempfile.mkdtemp(prefix="agentgym-vector-"))
+            self._temp_root = make_root()
             # Removed by close(), and also if the caller exits or drops the pool without it.
             self._remove_root = weakref.finalize(self, shutil.rmtree, str(self._temp_root), True)
         path = self._temp_root / f"worker-{worker}"
@@ -112,3 +112,13 @@ class WorkerPool(abc.ABC):
     def kill_worker(self, worker: int) -> None:
         """Kill a worker abruptly (fault injection for tests and benchmarks)."""
         raise NotImplementedError(f"the {self.name} back-end cannot kill a worker")
+
+    @property
+    def can_stop_workers(self) -> bool:
+        """Whether :meth:`stop_overdue` can end a worker (not the caller's own process)."""
+        return True
+
+    def stop_overdue(self, worker: int) -> None:
+        """End a worker stuck in a request, without waiting on it; :meth:`poll` then
+        reports it as :class:`WorkerLost` and the caller restarts it."""
+        self.kill_worker(worker)

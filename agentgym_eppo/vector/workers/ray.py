@@ -149,6 +149,13 @@ class RayPool(WorkerPool):
         pid = self._ray.get(self._actors[worker].pid.remote(), timeout=_START_TIMEOUT_S)
         os.kill(pid, signal.SIGKILL)
 
+    def stop_overdue(self, worker: int) -> None:
+        # A busy actor cannot answer pid(); Ray kills it from outside, and its pending
+        # requests then fail with RayActorError, which poll() reports as WorkerLost.
+        actor = self._actors[worker]
+        if actor is not None:
+            self._ray.kill(actor, no_restart=True)
+
     def _kill(self, worker: int) -> None:
         actor = self._actors[worker]
         if actor is not None:

@@ -39,6 +39,10 @@ class SerialPool(WorkerPool):
         replies, self._replies = self._replies, []
         return replies
 
+    @property
+    def can_stop_workers(self) -> bool:
+        return False  # every request runs to its end inside submit()
+
     def restart(self, worker: int) -> None:
         raise RuntimeError("a serial worker is the caller's own process and cannot be restarted")
 
