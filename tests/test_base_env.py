@@ -7,13 +7,16 @@ limit, abort penalty, feedback mode, info keys, seeding and options.
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 from secret_env import SecretEnv
 
-from agentgym_eppo.core import ABORT_PENALTY, Status, UnicodeText
+from agentgym_eppo.core import ABORT_PENALTY, Status, TaskFormatError, UnicodeText
+from agentgym_eppo.registration import ENVIRONMENTS
 
 
 def say(word: str) -> dict[str, Any]:
@@ -129,7 +132,46 @@ def test_seed_picks_the_same_instance_and_split_option_switches_sets() -> None:
     assert len(set(first)) == 1
     env = SecretEnv()
     _, info = env.reset(options={"split": "dev"})
-    assert info["sample_id"] == "dev-0" and env.num_tasks == 1
+    assert info["sample_id"] == "dev-0" and info["split"] == "dev"
+    assert env.episode_split == "dev"
+
+
+def test_split_option_applies_to_that_reset_only() -> None:
+    env = SecretEnv()  # made on "train": three tasks
+    env.reset(options={"split": "dev", "index": 0})
+    _, info = env.reset(options={"index": 2})
+    assert (info["split"], info["sample_id"]) == ("train", "train-2")
+    assert env.num_tasks == 3 and env.episode_split == "train"
+
+
+def test_unknown_reset_option_is_an_error_naming_the_known_ones() -> None:
+    env = SecretEnv()
+    with pytest.raises(
+        ValueError,
+        match=r"unknown reset option 'idx' \(did you mean 'index'\?\); known options: split, index, sample_id",
+    ):
+        env.reset(options={"idx": 1})
+    with pytest.raises(ValueError, match=r"unknown reset option 'level'; known"):
+        env.reset(options={"level": 1})
+
+
+def test_step_before_any_reset_says_no_episode_has_started() -> None:
+    with pytest.raises(RuntimeError, match=r"no episode has started: call reset\(\)"):
+        SecretEnv().step(say("alpha"))
+
+
+def test_missing_task_file_fails_at_construction(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    with pytest.raises(TaskFormatError, match=r"missing\.json'?: no such file or folder"):
+        SecretEnv(tasks=str(missing))
+    with pytest.raises(TaskFormatError, match="no such file"):
+        SecretEnv(tasks=missing)
+
+
+@pytest.mark.parametrize("env_id", [env_id for env_id, _ in ENVIRONMENTS.values()])
+def test_every_registered_env_checks_its_task_file_at_make(env_id: str, tmp_path: Path) -> None:
+    with pytest.raises(TaskFormatError, match="no such file or folder"):
+        gym.make(env_id, tasks=str(tmp_path / "missing.json"))
 
 
 def test_reset_mid_episode_releases_the_previous_episode() -> None:

@@ -26,14 +26,17 @@ the observation and costs a turn.
 from __future__ import annotations
 
 import abc
+import difflib
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal
 
 import gymnasium as gym
 
-from .errors import EpisodeEnd, ToolCallError
+from .errors import EpisodeEnd, TaskFormatError, ToolCallError
 from .function_calls import FunctionCall, parse_function_call
 from .rewards import ABORT_PENALTY
 from .spaces import UnicodeText
@@ -102,10 +105,11 @@ class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
         self.output_limit = int(output_limit)
         self.observation_space = UnicodeText()
         self.action_space = UnicodeText()
-        self._task_source = tasks
+        self._task_source = check_task_source(tasks)
         self._split = check_split(split)
         self._task_sets: dict[str, TaskSet[RecordT]] = {}
         self._record: RecordT | None = None
+        self._episode_split = self._split
         self._turn = 0
         self._status = Status.COMPLETED
         self._transcript: list[str] = []
@@ -149,12 +153,13 @@ class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
 
     @property
     def task_set(self) -> TaskSet[RecordT]:
-        """The loaded task set of the current split."""
+        """The task set of the split the env was made with (``reset``'s ``split``
+        option changes only that episode's)."""
         return self._tasks_for(self._split)
 
     @property
     def num_tasks(self) -> int:
-        """How many task instances the loaded split holds (``reset(options={"index": k})``)."""
+        """How many task instances the env's split holds (``reset(options={"index": k})``)."""
         return len(self.task_set)
 
     @property
@@ -163,6 +168,11 @@ class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
         if self._record is None:
             raise RuntimeError("no episode yet: call reset() first")
         return self._record
+
+    @property
+    def episode_split(self) -> str:
+        """The split of the current (or last) episode: the env's, unless ``reset`` named one."""
+        return self._episode_split
 
     @property
     def turn(self) -> int:
@@ -182,21 +192,24 @@ class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
     ) -> tuple[str, dict[str, Any]]:
         """Start an episode and return ``(task text, info)``.
 
-        ``options`` may hold ``split`` ("train" | "dev" | "test"), and ``sample_id`` or
-        ``index`` to pick the task instance (GRPO groups reset G envs to one instance);
-        otherwise the instance is drawn from the env's seeded RNG.
+        ``options`` (see :data:`RESET_OPTIONS`) apply to this episode only: ``split``
+        ("train" | "dev" | "test") picks the task set for this episode (the next reset
+        without it is back on the split the env was made with), and ``sample_id`` or
+        ``index`` picks the task instance in it (GRPO groups reset G envs to one
+        instance); otherwise the instance is drawn from the env's seeded RNG. An
+        unknown option is a ``ValueError`` that lists the known ones.
         """
         super().reset(seed=seed)
-        options = dict(options or {})
-        if "split" in options:
-            self._split = check_split(options["split"])
+        options = check_reset_options(options)
+        split = check_split(options["split"]) if "split" in options else self._split
         if self._status is Status.RUNNING:
             self._finish_episode()
-        record = self._pick_record(options)
+        record = self._pick_record(self._tasks_for(split), options)
         self._turn = 0
         self._transcript = []
         observation = self._begin_episode(record)
         self._record = record
+        self._episode_split = split
         self._status = Status.RUNNING
         self._transcript.append(observation)
         info = self._base_info()
@@ -204,12 +217,14 @@ class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
             tools=self.tool_schemas,
             system_prompt=self.system_prompt,
             max_turns=self.max_turns,
-            split=self._split,
+            split=split,
         )
         return observation, info
 
     def step(self, action: Any) -> StepResult:
         """Apply one tool call; see the module docstring for every way an episode ends."""
+        if self._record is None:
+            raise RuntimeError("no episode has started: call reset() before step()")
         if self._status is not Status.RUNNING:
             raise RuntimeError(
                 f"the episode has ended ({self._status.value}); call reset() before step()"
@@ -239,7 +254,7 @@ class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
 
         Returns the same 5-tuple as ``step``, with the abort penalty.
         """
-        if self._status is not Status.RUNNING:
+        if self._status is not Status.RUNNING or self._record is None:
             raise RuntimeError("no running episode to abort")
         if not status.is_abort:
             raise ValueError(f"abort needs an abnormal status, got {status.value}")
@@ -263,8 +278,7 @@ class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
             self._task_sets[split] = self._load_tasks(self._task_source, split)
         return self._task_sets[split]
 
-    def _pick_record(self, options: Mapping[str, Any]) -> RecordT:
-        tasks = self.task_set
+    def _pick_record(self, tasks: TaskSet[RecordT], options: Mapping[str, Any]) -> RecordT:
         if options.get("sample_id") is not None:
             return tasks.by_sample_id(str(options["sample_id"]))
         if options.get("index") is not None:
@@ -326,3 +340,37 @@ class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
             self._end_episode()
         except Exception:  # cleanup must never turn an episode end into a crash
             logger.exception("%s: releasing the episode's resources failed", self.task_id)
+
+
+RESET_OPTIONS = ("split", "index", "sample_id")
+"""The keys ``AgentBenchEnv.reset`` accepts in ``options``."""
+
+
+def check_reset_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``options`` as a dict; an unknown key is a ``ValueError`` naming the known ones.
+
+    Silently ignoring a misspelt key (``idx``) would run some other task instance.
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise TypeError(f"reset options must be a dict, got {type(options).__name__}")
+    unknown = [key for key in options if key not in RESET_OPTIONS]
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(str(key), RESET_OPTIONS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(
+            f"unknown reset option {key!r}{hint}; known options: {', '.join(RESET_OPTIONS)}"
+        )
+    return dict(options)
+
+
+def check_task_source(tasks: Any) -> Any:
+    """A ``tasks=`` path must exist now, not at the first ``reset``."""
+    if isinstance(tasks, (str, os.PathLike)) and not Path(tasks).exists():
+        raise TaskFormatError(
+            f"tasks={str(tasks)!r}: no such file or folder; pass a task file or folder, "
+            "a list of task records, or None for the shipped tasks"
+        )
+    return tasks
