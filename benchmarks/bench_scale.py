@@ -37,8 +37,8 @@ from transformers.utils import logging as transformers_logging
 from agentgym_eppo.trainer.distributed.config import RayConfig
 from agentgym_eppo.trainer.distributed.ray_cluster import connect
 from agentgym_eppo.trainer.distributed.ray_rollout import RayRolloutEngine
-from agentgym_eppo.trainer.engine import HFGenerateEngine
-from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer
+from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
+from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
 from agentgym_eppo.vector import MultiTaskVectorEnv
 from benchmarks.machine import cpu_model
 
@@ -165,15 +165,15 @@ def generation(tokenizer, rows: list[str]) -> None:
 def training_steps(tokenizer, rows: list[str]) -> None:
     """Whole RL steps (8 instant-env episodes, rollouts, update, weight sync): single
     process (serial envs, in-process engine) vs Ray (env actors + one rollout actor)."""
-    from agentgym_eppo.trainer.clip_policies import FixedClip
+    from agentgym_eppo.trainer.algorithms.clip_policies import FixedClip
     from agentgym_eppo.trainer.distributed.config import ScaleConfig
     from agentgym_eppo.trainer.distributed.launch import (
         make_rollout_engine,
         make_vector_env,
         training_step,
     )
-    from agentgym_eppo.trainer.rollout import RolloutLimits
-    from agentgym_eppo.trainer.update import PolicyUpdater, UpdateSettings
+    from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
+    from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
 
     tasks = dict.fromkeys(INSTANT_IDS, ENV_SLOTS // len(INSTANT_IDS))
     # greedy turns: both setups play the same episodes (same weights, same actions)

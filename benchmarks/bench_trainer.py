@@ -26,13 +26,13 @@ from pathlib import Path
 
 import torch
 
-from agentgym_eppo.trainer.chat import Transcript
-from agentgym_eppo.trainer.clip_policies import EPPOClip
-from agentgym_eppo.trainer.engine import HFGenerateEngine
-from agentgym_eppo.trainer.pacer import EPPOPacer
-from agentgym_eppo.trainer.rollout import Episode
-from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer
-from agentgym_eppo.trainer.update import PolicyUpdater, UpdateSettings
+from agentgym_eppo.trainer.algorithms.clip_policies import EPPOClip
+from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer
+from agentgym_eppo.trainer.rollout.chat import Transcript
+from agentgym_eppo.trainer.rollout.episodes import Episode
+from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
+from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
+from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
 
 THREADS = 1
 COMPLETIONS = 8

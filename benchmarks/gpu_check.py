@@ -39,7 +39,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "gpu_check.md"
 
 
 def build(folder: Path, hidden: int, layers: int, vocab: int) -> Path:
-    from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer
+    from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
 
     texts = [f"Call the tool {i} with the word {w}." for i in range(200) for w in ("a", "b")]
     tokenizer = build_tokenizer(texts, vocab_size=vocab)
@@ -65,9 +65,9 @@ def parameter_count(path: Path) -> int:
 def sglang_part(path: Path, batch: int, new_tokens: int, report: dict) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from agentgym_eppo.trainer.batching import micro_batches, token_logprobs
-    from agentgym_eppo.trainer.chat import Transcript
-    from agentgym_eppo.trainer.engines.sglang_engine import SGLangInProcessEngine
+    from agentgym_eppo.trainer.rollout.chat import Transcript
+    from agentgym_eppo.trainer.rollout.sglang import SGLangInProcessEngine
+    from agentgym_eppo.trainer.training.batching import micro_batches, token_logprobs
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     started = time.perf_counter()
@@ -113,16 +113,16 @@ def fsdp_step(path: str, out: str, episodes_count: int = 64, length: int = 2048)
     of each is prompt)."""
     from transformers import AutoModelForCausalLM
 
-    from agentgym_eppo.trainer.chat import Transcript
-    from agentgym_eppo.trainer.clip_policies import FixedClip
+    from agentgym_eppo.trainer.algorithms.clip_policies import FixedClip
     from agentgym_eppo.trainer.distributed.fsdp import (
         FSDPPolicyUpdater,
         init_distributed,
         shard_model,
         shard_reference,
     )
-    from agentgym_eppo.trainer.rollout import Episode
-    from agentgym_eppo.trainer.update import UpdateSettings
+    from agentgym_eppo.trainer.rollout.chat import Transcript
+    from agentgym_eppo.trainer.rollout.episodes import Episode
+    from agentgym_eppo.trainer.training.update import UpdateSettings
 
     rank, world = init_distributed()
     actor = shard_model(AutoModelForCausalLM.from_pretrained(path), gradient_checkpointing=True)

@@ -15,13 +15,13 @@ import sys
 
 import torch
 
-from agentgym_eppo.trainer.chat import Transcript
-from agentgym_eppo.trainer.clip_policies import FixedClip
+from agentgym_eppo.trainer.algorithms.clip_policies import FixedClip
 from agentgym_eppo.trainer.distributed.config import FSDPConfig, ScaleConfig
 from agentgym_eppo.trainer.distributed.launch import make_policy_updater
-from agentgym_eppo.trainer.rollout import Episode
-from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer
-from agentgym_eppo.trainer.update import UpdateSettings
+from agentgym_eppo.trainer.rollout.chat import Transcript
+from agentgym_eppo.trainer.rollout.episodes import Episode
+from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
+from agentgym_eppo.trainer.training.update import UpdateSettings
 
 SETTINGS = UpdateSettings(
     kl_coef=0.05,

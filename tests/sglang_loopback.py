@@ -2,7 +2,7 @@
 
 The one permitted stand-in of this project: SGLang itself cannot run on a CPU-only
 machine (GPU kernels; its CPU path wants Intel AMX), so the tests of
-:class:`~agentgym_eppo.trainer.engines.sglang_engine.SGLangServerEngine` talk to this
+:class:`~agentgym_eppo.trainer.rollout.sglang.SGLangServerEngine` talk to this
 server instead. It serves a *real* tiny HF model: ``/generate`` samples with
 ``transformers``' generate from the temperature-scaled full distribution and returns
 each sampled token's log-prob under it, in SGLang's answer format

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from handmade_runs import write_run
 
-from agentgym_eppo.trainer.compare_report import (
+from agentgym_eppo.trainer.analysis.compare_report import (
     PAPER_CLAIMS,
     SeedResult,
     claim_verdict,

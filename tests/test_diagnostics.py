@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentgym_eppo.trainer import diagnostics
-from agentgym_eppo.trainer.diagnostics import (
+from agentgym_eppo.trainer.analysis import diagnostics
+from agentgym_eppo.trainer.analysis.diagnostics import (
     crossover_count,
     diagnose_curves,
     late_spike_amplitude,

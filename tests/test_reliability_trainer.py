@@ -31,11 +31,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from agentgym_eppo.core import Status  # noqa: E402
-from agentgym_eppo.trainer.chat import Transcript  # noqa: E402
-from agentgym_eppo.trainer.clip_policies import FixedClip  # noqa: E402
-from agentgym_eppo.trainer.rollout import Episode  # noqa: E402
-from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer  # noqa: E402
-from agentgym_eppo.trainer.update import PolicyUpdater, UpdateSettings  # noqa: E402
+from agentgym_eppo.trainer.algorithms.clip_policies import FixedClip  # noqa: E402
+from agentgym_eppo.trainer.rollout.chat import Transcript  # noqa: E402
+from agentgym_eppo.trainer.rollout.episodes import Episode  # noqa: E402
+from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
+from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings  # noqa: E402
 
 pytestmark = pytest.mark.train
 
@@ -103,7 +103,7 @@ class ScriptedEngine:
 def test_a_worker_dying_mid_rollout_ends_only_its_episode_and_the_update_skips_it() -> None:
     from vector_test_envs import GUESS
 
-    from agentgym_eppo.trainer.rollout import RolloutLimits, play_episodes, start_episode
+    from agentgym_eppo.trainer.rollout.episodes import RolloutLimits, play_episodes, start_episode
     from agentgym_eppo.vector import MultiTaskVectorEnv
 
     die = '<tool_call>{"name": "die", "arguments": {"how": "9"}}</tool_call>'

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from handmade_runs import DB_ENTROPY, OS_ENTROPY, write_run
 
-from agentgym_eppo.trainer.report import diagnose_run
-from agentgym_eppo.trainer.run_files import read_evals, read_metrics
+from agentgym_eppo.trainer.analysis.report import diagnose_run
+from agentgym_eppo.trainer.analysis.run_dir import read_evals, read_metrics
 
 
 def test_diagnose_run_writes_summary_json_with_the_known_diagnostics(tmp_path: Path) -> None:

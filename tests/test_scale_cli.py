@@ -81,7 +81,7 @@ def test_train_with_ray_address_runs_rl_steps_on_a_ray_cluster(tmp_path):
 def test_train_with_an_sglang_server_engine_syncs_weights_every_step(tmp_path):
     from sglang_loopback import LoopbackSGLang
 
-    from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer
+    from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
 
     tokenizer = build_tokenizer(["placeholder"] * 5, vocab_size=300)
     stand_in = build_tiny_model(tokenizer, hidden_size=32, layers=1, heads=2, kv_heads=1)

@@ -17,10 +17,10 @@ from agentgym_eppo.trainer.distributed.config import (  # noqa: E402
     ScaleConfig,
 )
 from agentgym_eppo.trainer.distributed.launch import make_rollout_engine  # noqa: E402
-from agentgym_eppo.trainer.engine import HFGenerateEngine  # noqa: E402
-from agentgym_eppo.trainer.engines.sglang_engine import SGLangServerEngine  # noqa: E402
-from agentgym_eppo.trainer.engines.stale import SnapshotHFEngine, StaleMixEngine  # noqa: E402
-from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer  # noqa: E402
+from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine  # noqa: E402
+from agentgym_eppo.trainer.rollout.sglang import SGLangServerEngine  # noqa: E402
+from agentgym_eppo.trainer.rollout.stale import SnapshotHFEngine, StaleMixEngine  # noqa: E402
+from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.train
 CONTEXTS = [[5 + i, 6, 7, 8] for i in range(10)]

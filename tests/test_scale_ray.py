@@ -20,7 +20,7 @@ ray = pytest.importorskip("ray")
 
 import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
 
-from agentgym_eppo.trainer.clip_policies import FixedClip  # noqa: E402
+from agentgym_eppo.trainer.algorithms.clip_policies import FixedClip  # noqa: E402
 from agentgym_eppo.trainer.distributed.config import RayConfig, ScaleConfig  # noqa: E402
 from agentgym_eppo.trainer.distributed.launch import (  # noqa: E402
     make_rollout_engine,
@@ -37,10 +37,10 @@ from agentgym_eppo.trainer.distributed.ray_rollout import (  # noqa: E402
     PackedWeights,
     RayRolloutEngine,
 )
-from agentgym_eppo.trainer.engine import HFGenerateEngine  # noqa: E402
-from agentgym_eppo.trainer.rollout import RolloutLimits  # noqa: E402
-from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer  # noqa: E402
-from agentgym_eppo.trainer.update import PolicyUpdater, UpdateSettings  # noqa: E402
+from agentgym_eppo.trainer.rollout.episodes import RolloutLimits  # noqa: E402
+from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine  # noqa: E402
+from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
+from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.train]
 TASKS = {"trainer_test_envs:Echo-v0": 2, "trainer_test_envs:Lookup-v0": 2}

@@ -19,16 +19,16 @@ pytest.importorskip("transformers")
 
 from sglang_loopback import LoopbackSGLang  # noqa: E402
 
-from agentgym_eppo.trainer.batching import micro_batches, token_logprobs  # noqa: E402
-from agentgym_eppo.trainer.chat import Transcript  # noqa: E402
-from agentgym_eppo.trainer.engine import HFGenerateEngine  # noqa: E402
-from agentgym_eppo.trainer.engines.sglang_engine import (  # noqa: E402
+from agentgym_eppo.trainer.rollout.chat import Transcript  # noqa: E402
+from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine  # noqa: E402
+from agentgym_eppo.trainer.rollout.sglang import (  # noqa: E402
     EngineError,
     SamplingSettings,
     SGLangServerEngine,
     parse_generation,
 )
-from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer  # noqa: E402
+from agentgym_eppo.trainer.training.batching import micro_batches, token_logprobs  # noqa: E402
+from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.train
 CONTEXTS = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16]]

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentgym_eppo.trainer.advantages import (  # noqa: E402
+from agentgym_eppo.trainer.algorithms.advantages import (  # noqa: E402
     grpo_advantages,
     normalize_by_task,
     rloo_advantages,

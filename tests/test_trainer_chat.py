@@ -6,14 +6,14 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from agentgym_eppo.trainer.chat import (
+from agentgym_eppo.trainer.rollout.chat import (
     Transcript,
     action_text,
     compact_system_prompt,
     observation_token_ids,
     prompt_token_ids,
 )
-from agentgym_eppo.trainer.tiny_model import build_tokenizer
+from agentgym_eppo.trainer.training.models import build_tokenizer
 
 pytestmark = pytest.mark.train
 TOOLS = [

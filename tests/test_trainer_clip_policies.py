@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentgym_eppo.trainer.clip_policies import (  # noqa: E402
+from agentgym_eppo.trainer.algorithms.clip_policies import (  # noqa: E402
     BAPOClip,
     ClipTokens,
     DAPOClip,
@@ -16,7 +16,7 @@ from agentgym_eppo.trainer.clip_policies import (  # noqa: E402
     EPPOClip,
     FixedClip,
 )
-from agentgym_eppo.trainer.pacer import EPPOPacer  # noqa: E402
+from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer  # noqa: E402
 
 
 def _tokens(tasks, names=("os", "db"), old_logprobs=None, advantages=None, ratio=None):

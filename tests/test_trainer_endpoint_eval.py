@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import trainer_test_envs  # noqa: F401  (registers the test tasks)
 
-from agentgym_eppo.trainer.evaluation import evaluate_endpoint
+from agentgym_eppo.trainer.rollout.openai_endpoint import evaluate_endpoint
 
 
 class ScriptedChatServer(ThreadingHTTPServer):

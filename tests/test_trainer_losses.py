@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentgym_eppo.trainer.losses import (  # noqa: E402
+from agentgym_eppo.trainer.algorithms.losses import (  # noqa: E402
     chunked_logprobs_and_entropy,
     clipped_policy_loss,
     k3_kl,

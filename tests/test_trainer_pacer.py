@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgym_eppo.trainer.pacer import EPPOPacer
+from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer
 
 
 def test_first_update_anchors_reference_and_gives_eps0():

@@ -10,15 +10,15 @@ pytest.importorskip("transformers")
 import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
 
 from agentgym_eppo.core import Status  # noqa: E402
-from agentgym_eppo.trainer.chat import action_text, observation_token_ids  # noqa: E402
-from agentgym_eppo.trainer.engine import HFGenerateEngine  # noqa: E402
-from agentgym_eppo.trainer.rollout import (  # noqa: E402
+from agentgym_eppo.trainer.rollout.chat import action_text, observation_token_ids  # noqa: E402
+from agentgym_eppo.trainer.rollout.episodes import (  # noqa: E402
     RolloutLimits,
     play_episodes,
     slot_info,
     start_episode,
 )
-from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer  # noqa: E402
+from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine  # noqa: E402
+from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
 from agentgym_eppo.vector import MultiTaskVectorEnv  # noqa: E402
 
 pytestmark = pytest.mark.train

@@ -9,7 +9,7 @@ pytest.importorskip("transformers")
 
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer  # noqa: E402
+from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.train
 

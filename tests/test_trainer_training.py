@@ -13,23 +13,23 @@ pytest.importorskip("transformers")
 
 import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
 
-from agentgym_eppo.trainer.batching import micro_batches, token_logprobs  # noqa: E402
-from agentgym_eppo.trainer.chat import Transcript  # noqa: E402
+from agentgym_eppo.trainer.algorithms.clip_policies import EPPOClip, FixedClip  # noqa: E402
+from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer  # noqa: E402
 from agentgym_eppo.trainer.cli import main as cli_main  # noqa: E402
-from agentgym_eppo.trainer.clip_policies import EPPOClip, FixedClip  # noqa: E402
 from agentgym_eppo.trainer.config import load_config  # noqa: E402
-from agentgym_eppo.trainer.pacer import EPPOPacer  # noqa: E402
-from agentgym_eppo.trainer.rollout import Episode  # noqa: E402
+from agentgym_eppo.trainer.rollout.chat import Transcript  # noqa: E402
+from agentgym_eppo.trainer.rollout.episodes import Episode  # noqa: E402
 from agentgym_eppo.trainer.run import run_training  # noqa: E402
-from agentgym_eppo.trainer.sft import (  # noqa: E402
+from agentgym_eppo.trainer.training.batching import micro_batches, token_logprobs  # noqa: E402
+from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
+from agentgym_eppo.trainer.training.sft import (  # noqa: E402
     ExpertEpisode,
     expert_transcript,
     record_expert_episodes,
     sft_lr_factor,
     sft_train,
 )
-from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer  # noqa: E402
-from agentgym_eppo.trainer.update import PolicyUpdater, UpdateSettings  # noqa: E402
+from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings  # noqa: E402
 
 pytestmark = pytest.mark.train
 TASKS = "{trainer_test_envs:Echo-v0: 4, trainer_test_envs:Lookup-v0: 4}"
@@ -363,9 +363,9 @@ def test_an_sft_only_run_without_evaluations_leaves_its_checkpoint(tmp_path):
 
 
 def test_eval_plays_fewer_instances_of_the_tasks_named_in_instances_by_task(tokenizer):
-    from agentgym_eppo.trainer.engine import HFGenerateEngine
     from agentgym_eppo.trainer.evaluation import evaluate_policy
-    from agentgym_eppo.trainer.rollout import RolloutLimits
+    from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
+    from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 
     engine = HFGenerateEngine(_model(tokenizer), tokenizer.eos_token_id, tokenizer.pad_token_id)
     settings = {

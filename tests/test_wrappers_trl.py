@@ -73,7 +73,7 @@ def test_grpo_trainer_trains_a_tiny_model_on_two_environments(tmp_path) -> None:
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import qwen3_template
 
-    from agentgym_eppo.trainer.tiny_model import build_tiny_model, build_tokenizer
+    from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     torch.set_num_threads(1)

@@ -27,7 +27,8 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .evaluation import evaluate_endpoint, evaluate_policy
+    from .evaluation import evaluate_policy
+    from .rollout.openai_endpoint import evaluate_endpoint
 
     if args.endpoint:
         if not args.model:
@@ -46,15 +47,14 @@ def _eval(args: argparse.Namespace) -> int:
         if not args.checkpoint:
             raise SystemExit("eval needs --checkpoint DIR or --endpoint URL")
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from .engine import HFGenerateEngine
-        from .rollout import RolloutLimits
+        from .rollout.episodes import RolloutLimits
+        from .rollout.hf import HFGenerateEngine
+        from .training.models import load_policy
 
         if args.threads:
             torch.set_num_threads(args.threads)
-        tokenizer = AutoTokenizer.from_pretrained(args.checkpoint)
-        model = AutoModelForCausalLM.from_pretrained(args.checkpoint, dtype=torch.float32)
+        model, tokenizer = load_policy(args.checkpoint)
         engine = HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id)
         result = evaluate_policy(
             engine,
@@ -77,14 +77,14 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _diagnose(args: argparse.Namespace) -> int:
-    from agentgym_eppo.trainer.report import diagnose_run
+    from .analysis.report import diagnose_run
 
     print(diagnose_run(args.run_dir))
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from agentgym_eppo.trainer.compare import run_compare
+    from .compare import run_compare
 
     print(run_compare(args.config))
     return 0

@@ -44,8 +44,12 @@ from typing import Any
 
 import yaml
 
-from .compare_report import SeedResult, collect_seed, write_compare_report
-from .run_files import eval_success, read_evals
+from agentgym_eppo.trainer.analysis.compare_report import (
+    SeedResult,
+    collect_seed,
+    write_compare_report,
+)
+from agentgym_eppo.trainer.analysis.run_dir import eval_success, read_evals
 
 FINISHED = "finished.json"
 SFT_CHECKPOINT = "checkpoints/sft"

@@ -23,8 +23,9 @@ from typing import Any
 
 import yaml
 
+from agentgym_eppo.trainer.distributed.config import EngineConfig, RayConfig, ScaleConfig
+
 from .config_fields import help_field as _help
-from .distributed.config import EngineConfig, RayConfig, ScaleConfig
 
 ADVANTAGES = ("grpo", "rloo")
 CLIP_POLICIES = ("fixed", "eppo", "dapo", "dcpo", "bapo")

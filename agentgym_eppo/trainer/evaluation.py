@@ -1,7 +1,6 @@
-"""Evaluation: per-task success on a held-out split, for a local policy or any
-OpenAI-compatible chat endpoint (SGLang/vLLM servers, hosted APIs).
+"""Evaluation: per-task success of a local policy on a held-out split.
 
-Local: every instance of the split (or the first ``max_instances`` of a shuffled pass)
+Every instance of the split (or the first ``max_instances`` of a shuffled pass)
 is played once through a ``MultiTaskVectorEnv`` with one slot per episode, batched
 across tasks, greedy by default. The result is ``RUN_DIR/eval_<stage>.json``:
 ``{"stage", "split", "tasks": {task: {"success", "reward", "n", "statuses"}},
@@ -10,20 +9,22 @@ across tasks, greedy by default. The result is ``RUN_DIR/eval_<stage>.json``:
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 from transformers import PreTrainedTokenizerBase
 
 from agentgym_eppo.registration import ENVIRONMENTS
-
-from .engine import RolloutEngine
-from .rollout import Episode, RolloutLimits, play_episodes, slot_info, start_episode
+from agentgym_eppo.trainer.rollout.engine import RolloutEngine
+from agentgym_eppo.trainer.rollout.episodes import (
+    Episode,
+    RolloutLimits,
+    play_episodes,
+    slot_info,
+    start_episode,
+)
 
 GREEDY = RolloutLimits(temperature=0.0)
 
@@ -128,134 +129,3 @@ def _task_size(name: str, split: str, kwargs: Mapping[str, Any]) -> tuple[str, i
         return str(unwrapped.task_id), int(unwrapped.num_tasks)
     finally:
         env.close()
-
-
-def write_eval(run_dir: Path, result: Mapping[str, Any]) -> Path:
-    path = Path(run_dir) / f"eval_{result['stage']}.json"
-    path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
-
-
-def chat_completion(
-    base_url: str,
-    model: str,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
-    *,
-    api_key: str | None = None,
-    temperature: float = 0.0,
-    max_tokens: int = 1024,
-    timeout: float = 120.0,
-) -> dict[str, Any]:
-    """POST ``/chat/completions`` (OpenAI's schema) and return the first choice's message."""
-    body = json.dumps(
-        {
-            "model": model,
-            "messages": messages,
-            "tools": tools,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-        }
-    ).encode("utf-8")
-    request = urllib.request.Request(
-        base_url.rstrip("/") + "/chat/completions",
-        data=body,
-        headers={"Content-Type": "application/json"}
-        | ({"Authorization": f"Bearer {api_key}"} if api_key else {}),
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        reply = json.loads(response.read().decode("utf-8"))
-    return dict(reply["choices"][0]["message"])
-
-
-def evaluate_endpoint(
-    base_url: str,
-    model: str,
-    tasks: Sequence[str],
-    *,
-    split: str = "dev",
-    max_instances: int | None = None,
-    api_key: str | None = None,
-    temperature: float = 0.0,
-    max_tokens: int = 1024,
-    env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """AgentBench-style evaluation of a served model: the model gets the task's system
-    prompt, tool schemas and the dialogue; its message (a ``tool_calls`` entry or text)
-    is the action. Instances are played in order, one at a time."""
-    episodes: list[Episode] = []
-    for task_id in tasks:
-        env_id = ENVIRONMENTS[task_id][0] if task_id in ENVIRONMENTS else task_id
-        env = gym.make(env_id, split=split, **dict((env_kwargs or {}).get(task_id, {})))
-        try:
-            count = int(env.unwrapped.num_tasks)  # type: ignore[attr-defined]
-            for index in range(count if max_instances is None else min(count, max_instances)):
-                episodes.append(
-                    _play_endpoint_episode(
-                        env, index, base_url, model, api_key, temperature, max_tokens
-                    )
-                )
-        finally:
-            env.close()
-    return summarize(episodes, "endpoint", split)
-
-
-def _play_endpoint_episode(
-    env: gym.Env[Any, Any],
-    index: int,
-    base_url: str,
-    model: str,
-    api_key: str | None,
-    temperature: float,
-    max_tokens: int,
-) -> Episode:
-    from .chat import Transcript
-
-    observation, info = env.reset(options={"index": index})
-    tools = list(info.get("tools") or [])
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": info["system_prompt"]},
-        {"role": "user", "content": observation},
-    ]
-    episode = Episode(
-        slot=index,
-        task_id=str(info["task_id"]),
-        group=str(index),
-        sample_id=str(info["sample_id"]),
-        transcript=Transcript([]),
-    )
-    while True:
-        message = chat_completion(
-            base_url,
-            model,
-            messages,
-            tools,
-            api_key=api_key,
-            temperature=temperature,
-            max_tokens=max_tokens,
-        )
-        calls = message.get("tool_calls") or []
-        action: Any = (
-            {"role": "assistant", "tool_calls": calls[:1]}
-            if calls
-            else (message.get("content") or "")
-        )
-        observation, reward, terminated, truncated, step_info = env.step(action)
-        episode.turns += 1
-        messages.append(
-            {
-                "role": "assistant",
-                "content": message.get("content") or "",
-                **({"tool_calls": calls[:1]} if calls else {}),
-            }
-        )
-        if terminated or truncated:
-            episode.reward = float(reward)
-            episode.status = str(step_info.get("status"))
-            episode.success = bool(step_info.get("success", False))
-            episode.score = float(step_info.get("score", 0.0))
-            return episode
-        tool_message: dict[str, Any] = {"role": "tool", "content": observation}
-        if calls and calls[0].get("id"):
-            tool_message["tool_call_id"] = calls[0]["id"]
-        messages.append(tool_message)

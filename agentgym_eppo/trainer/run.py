@@ -9,7 +9,7 @@ Stages, each skipped when the config says so or a resume already passed it:
 3. RL: per step, every slot of the ``MultiTaskVectorEnv`` plays one episode (G slots
    per task instance), then one :class:`~.update.PolicyUpdater` step; metrics to
    ``metrics.jsonl``/TensorBoard, a checkpoint every ``rl.save_every`` steps;
-4. ``eval_after_rl.json``; the diagnostics and plots (``agentgym_eppo.trainer.report``).
+4. ``eval_after_rl.json``; the diagnostics and plots (``agentgym_eppo.trainer.analysis.report``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import copy
 import importlib
 import random
 import time
-from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,11 +27,10 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import PreTrainedModel
 from transformers.utils import logging as transformers_logging
 
-from .checkpoint import latest_checkpoint, rng_state, save_checkpoint, set_rng_state
-from .clip_policies import (
+from agentgym_eppo.trainer.algorithms.clip_policies import (
     BAPOClip,
     ClipPolicy,
     DAPOClip,
@@ -40,31 +38,36 @@ from .clip_policies import (
     EPPOClip,
     FixedClip,
 )
+from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer
+from agentgym_eppo.trainer.analysis.run_dir import MetricsWriter, eval_path, step_record, write_eval
+from agentgym_eppo.trainer.devices import resolve_bf16, resolve_device
+from agentgym_eppo.trainer.distributed.config import ScaleConfig
+from agentgym_eppo.trainer.distributed.launch import (
+    close_engine,
+    make_rollout_engine,
+    make_vector_env,
+)
+from agentgym_eppo.trainer.distributed.ray_cluster import connect
+from agentgym_eppo.trainer.rollout.engine import RolloutEngine
+from agentgym_eppo.trainer.rollout.episodes import (
+    RolloutLimits,
+    play_episodes,
+    slot_info,
+    start_episode,
+)
+from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
+from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer, load_policy
+from agentgym_eppo.trainer.training.sft import (
+    corpus,
+    expert_transcript,
+    record_expert_episodes,
+    sft_train,
+)
+from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
+
+from .checkpoint import latest_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .config import TrainConfig, dump_config
-from .distributed.config import ScaleConfig
-from .distributed.launch import close_engine, make_rollout_engine, make_vector_env
-from .distributed.ray_cluster import connect
-from .engine import HFGenerateEngine, RolloutEngine
-from .evaluation import evaluate_policy, write_eval
-from .metrics import MetricsWriter
-from .pacer import EPPOPacer
-from .rollout import Episode, RolloutLimits, play_episodes, slot_info, start_episode
-from .sft import corpus, expert_transcript, record_expert_episodes, sft_train
-from .tiny_model import build_tiny_model, build_tokenizer
-from .update import PolicyUpdater, UpdateResult, UpdateSettings
-
-
-def resolve_bf16(setting: bool | str) -> bool:
-    """``auto``: on a GPU, or on a CPU with native bf16 (avx512_bf16 / AMX)."""
-    if isinstance(setting, bool):
-        return setting
-    if torch.cuda.is_available():
-        return True
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+from .evaluation import evaluate_policy
 
 
 def make_clip_policy(config: TrainConfig) -> ClipPolicy:
@@ -106,10 +109,7 @@ class Trainer:
         self.run_dir = Path(config.output_dir)
         self.console = console or Console()
         self.bf16 = resolve_bf16(config.bf16)
-        wanted = config.device
-        if wanted == "auto":
-            wanted = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = torch.device(wanted)
+        self.device = resolve_device(config.device)
         self.env_kwargs = env_kwargs_for(config)
         self.model: PreTrainedModel | None = None
         self.tokenizer: Any = None
@@ -120,9 +120,7 @@ class Trainer:
         self.console.print(message)
 
     def load_policy(self, path: str | Path) -> None:
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-        self.model = model.to(self.device)  # type: ignore[arg-type]
+        self.model, self.tokenizer = load_policy(path, self.device)
 
     def build_policy(self, texts: Sequence[str]) -> None:
         m = self.config.model
@@ -419,56 +417,6 @@ class Trainer:
         )
 
 
-def step_record(
-    step: int,
-    episodes: Sequence[Episode],
-    result: UpdateResult,
-    paces: Mapping[str, Any],
-    rollout_seconds: float,
-    started: float,
-) -> dict[str, Any]:
-    """The ``metrics.jsonl`` record of one RL step (layout in INTERFACES.md)."""
-    by_task: dict[str, list[Episode]] = defaultdict(list)
-    for episode in episodes:
-        by_task[episode.task_id].append(episode)
-    tasks: dict[str, dict[str, Any]] = {}
-    for task_id in sorted(by_task):
-        played = by_task[task_id]
-        pace = paces.get(task_id)
-        tasks[task_id] = {
-            "success": sum(e.success for e in played) / len(played),
-            "reward": sum(e.reward for e in played) / len(played),
-            "episode_length": sum(e.turns for e in played) / len(played),
-            "aborts": dict(Counter(e.status for e in played if e.status != "completed")),
-            "tokens": result.task_tokens.get(task_id, 0),
-            "entropy": result.task_entropy.get(task_id),
-            "entropy_ema": pace.ema if pace else None,
-            "collapse_ratio": pace.collapse_ratio if pace else None,
-            "zscore": pace.zscore if pace else None,
-            "clip_eps": result.task_clip_eps.get(task_id),
-            "clip_fraction": result.task_clip_fraction.get(task_id, 0.0),
-        }
-    seconds = time.perf_counter() - started
-    return {
-        "step": step,
-        "global": {
-            "loss": result.loss,
-            "kl": result.kl,
-            "grad_norm": result.grad_norm,
-            "tokens": result.tokens,
-            "episodes": len(episodes),
-            "success": sum(e.success for e in episodes) / max(1, len(episodes)),
-            "reward": sum(e.reward for e in episodes) / max(1, len(episodes)),
-            "seconds": seconds,
-            "rollout_seconds": rollout_seconds,
-            "score_seconds": result.score_seconds,
-            "train_seconds": result.train_seconds,
-            "pacer_seconds": result.pacer_seconds,
-        },
-        "tasks": tasks,
-    }
-
-
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -582,9 +530,11 @@ def _with_steps(config: TrainConfig, steps: int) -> TrainConfig:
 
 def _diagnose(trainer: Trainer) -> None:
     try:
-        from agentgym_eppo.trainer.report import diagnose_run
+        from agentgym_eppo.trainer.analysis.report import diagnose_run
     except ImportError:
-        trainer.log("plots skipped: agentgym_eppo.trainer.report (diagnostics) is not installed")
+        trainer.log(
+            "plots skipped: agentgym_eppo.trainer.analysis.report (diagnostics) is not installed"
+        )
         return
     try:
         report = diagnose_run(trainer.run_dir)
@@ -601,7 +551,7 @@ def _print_summary(trainer: Trainer, seconds: float) -> None:
 
     stages = []
     for stage in ("before_sft", "after_sft", "after_rl"):
-        path = trainer.run_dir / f"eval_{stage}.json"
+        path = eval_path(trainer.run_dir, stage)
         if path.exists():
             stages.append((stage, json.loads(path.read_text(encoding="utf-8"))))
     tasks = sorted({t for _, result in stages for t in result["tasks"]})

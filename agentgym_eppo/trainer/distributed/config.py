@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config_fields import help_field as _help
+from agentgym_eppo.trainer.config_fields import help_field as _help
 
 ENGINE_KINDS = ("hf", "sglang", "sglang-server")
 WEIGHT_SYNC = ("disk", "tensor")

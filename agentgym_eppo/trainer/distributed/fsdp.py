@@ -1,4 +1,4 @@
-"""FSDP2 training: the policy update of :class:`~agentgym_eppo.trainer.update.PolicyUpdater`
+"""FSDP2 training: the policy update of :class:`~agentgym_eppo.trainer.training.update.PolicyUpdater`
 sharded over ranks with ``torch.distributed.fsdp.fully_shard``.
 
 * The actor is sharded in fp32 (each decoder layer its own unit, the rest in the root
@@ -32,11 +32,16 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from transformers import PreTrainedModel
 
-from ..batching import MicroBatch, micro_batches, token_logprobs
-from ..clip_policies import ClipPolicy, ClipTokens
-from ..losses import token_losses, token_sum
-from ..rollout import Episode
-from ..update import PolicyUpdater, Scored, UpdateResult, UpdateSettings
+from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy, ClipTokens
+from agentgym_eppo.trainer.algorithms.losses import token_losses, token_sum
+from agentgym_eppo.trainer.rollout.episodes import Episode
+from agentgym_eppo.trainer.training.batching import MicroBatch, micro_batches, token_logprobs
+from agentgym_eppo.trainer.training.update import (
+    PolicyUpdater,
+    Scored,
+    UpdateResult,
+    UpdateSettings,
+)
 
 
 def init_distributed(backend: str | None = None) -> tuple[int, int]:
@@ -58,7 +63,7 @@ class Scorer(nn.Module):
 
     Calling the decoder and the output embedding inside this module's forward is what
     lets the root FSDP unit gather the embedding, final norm and head (which
-    :func:`~agentgym_eppo.trainer.batching.token_logprobs` reaches outside the model's
+    :func:`~agentgym_eppo.trainer.training.batching.token_logprobs` reaches outside the model's
     own ``forward``).
     """
 

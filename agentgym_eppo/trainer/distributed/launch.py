@@ -17,11 +17,19 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from ..clip_policies import ClipPolicy
-from ..engine import HFGenerateEngine, RolloutEngine
-from ..engines.stale import SnapshotHFEngine, StaleMixEngine
-from ..rollout import Episode, RolloutLimits, play_episodes, slot_info, start_episode
-from ..update import PolicyUpdater, UpdateResult, UpdateSettings
+from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy
+from agentgym_eppo.trainer.rollout.engine import RolloutEngine
+from agentgym_eppo.trainer.rollout.episodes import (
+    Episode,
+    RolloutLimits,
+    play_episodes,
+    slot_info,
+    start_episode,
+)
+from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
+from agentgym_eppo.trainer.rollout.stale import SnapshotHFEngine, StaleMixEngine
+from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateResult, UpdateSettings
+
 from .config import ScaleConfig
 
 
@@ -42,7 +50,7 @@ def make_rollout_engine(
 
     def build(role: str) -> RolloutEngine:
         if e.kind == "sglang-server":
-            from ..engines.sglang_engine import SamplingSettings, SGLangServerEngine
+            from agentgym_eppo.trainer.rollout.sglang import SamplingSettings, SGLangServerEngine
 
             server = SGLangServerEngine(
                 e.url, eos, sync_dir / role, SamplingSettings(e.top_p, e.top_k), e.timeout_s
@@ -50,7 +58,7 @@ def make_rollout_engine(
             server.update_weights(model)  # the server starts from the trainer's weights
             return server
         if e.kind == "sglang":
-            from ..engines.sglang_engine import SamplingSettings, SGLangInProcessEngine
+            from agentgym_eppo.trainer.rollout.sglang import SamplingSettings, SGLangInProcessEngine
 
             initial = sync_dir / role / "initial"
             model.save_pretrained(initial)

@@ -2,13 +2,13 @@
 
 Each :class:`HFRolloutWorker` actor holds its own copy of the policy (built from the
 model's config, weights from the object store) and answers ``generate`` with the
-trainer's :class:`~agentgym_eppo.trainer.engine.HFGenerateEngine`. The driver-side
+trainer's :class:`~agentgym_eppo.trainer.rollout.hf.HFGenerateEngine`. The driver-side
 :class:`RayRolloutEngine` cuts a batch of contexts into one contiguous piece per actor,
 waits for all of them with a bounded ``ray.get``, and after each policy update puts the
 new weights into the object store once, packed into one buffer, and has every actor
 load them (the weight sync;
 its bytes and seconds are kept in :attr:`RayRolloutEngine.last_sync`). On GPUs the same
-role is played by SGLang (:mod:`agentgym_eppo.trainer.engines.sglang_engine`).
+role is played by SGLang (:mod:`agentgym_eppo.trainer.rollout.sglang`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
-from ..engine import HFGenerateEngine
-from ..engines.sglang_engine import SyncRecord
+from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
+from agentgym_eppo.trainer.rollout.sglang import SyncRecord
+
 from .ray_cluster import gather_in_order, get, split_evenly
 
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from .plots import ordered_tasks, plot_method_bars, plot_method_grid
 from .report import run_diagnostics
-from .run_files import eval_success, read_evals, read_metrics
-from .run_plots import ordered_tasks, plot_method_bars, plot_method_grid
+from .run_dir import eval_success, read_evals, read_metrics
 
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"

@@ -17,7 +17,7 @@ Sampling follows the EPPO paper's appendix A: temperature 0.8, top-p 1, no top-k
 most 1,024 new tokens a turn, stopping at the end-of-turn token, which is kept in the
 output (the transcript needs it as a loss token). The log-probs SGLang returns are
 those of the distribution it sampled from (logits divided by the temperature), the
-quantity :func:`agentgym_eppo.trainer.batching.token_logprobs` recomputes.
+quantity :func:`agentgym_eppo.trainer.training.batching.token_logprobs` recomputes.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from transformers import PreTrainedModel
 
-from ..engine import HFGenerateEngine, RolloutEngine
+from .engine import RolloutEngine
+from .hf import HFGenerateEngine
 
 
 class SnapshotHFEngine(HFGenerateEngine):

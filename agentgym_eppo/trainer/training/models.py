@@ -1,4 +1,4 @@
-"""A tiny Qwen2-style model and a byte-level BPE tokenizer, built offline.
+"""The policy: a tiny Qwen2-style model and BPE tokenizer built offline, or a saved one loaded.
 
 There is no model hub here (NOTES.md), so the CPU demo, the tests and the benchmarks
 build their model from a config and train their tokenizer on the environments' own
@@ -19,12 +19,21 @@ yields the SFT loss mask.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
 from tokenizers.models import BPE
 from tokenizers.trainers import BpeTrainer
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 ENDOFTEXT = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -178,3 +187,13 @@ def build_tiny_model(
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
+
+
+def load_policy(
+    path: str | Path, device: torch.device | str = "cpu"
+) -> tuple[PreTrainedModel, Any]:
+    """A saved HF model directory (``save_pretrained``, with its tokenizer), in fp32 on
+    ``device``: a checkpoint of this trainer or any causal LM checkpoint."""
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    return model.to(device), tokenizer  # type: ignore[arg-type]

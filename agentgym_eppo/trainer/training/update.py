@@ -18,12 +18,16 @@ import torch
 from transformers import PreTrainedModel
 
 from agentgym_eppo.core import Status
+from agentgym_eppo.trainer.algorithms.advantages import (
+    grpo_advantages,
+    normalize_by_task,
+    rloo_advantages,
+)
+from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy, ClipTokens
+from agentgym_eppo.trainer.algorithms.losses import token_losses, token_sum
+from agentgym_eppo.trainer.rollout.episodes import Episode
 
-from .advantages import grpo_advantages, normalize_by_task, rloo_advantages
 from .batching import micro_batches, token_logprobs
-from .clip_policies import ClipPolicy, ClipTokens
-from .losses import token_losses, token_sum
-from .rollout import Episode
 
 
 @dataclass(frozen=True)

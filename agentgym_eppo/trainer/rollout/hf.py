@@ -1,42 +1,19 @@
-"""Rollout engines: token ids in, sampled token ids out.
+"""The in-process rollout engine: ``transformers``' ``generate`` on the trainer's own model.
 
-The rollout loop only needs :class:`RolloutEngine`: given the contexts of the slots
-waiting for an action, return each one's next assistant turn as token ids (ending with
-the end-of-turn token unless the length limit cut it). :class:`HFGenerateEngine` runs
-the policy itself through ``transformers``' ``generate`` (KV cache within the turn,
-one padded batch across every waiting slot) and suits CPUs and small GPUs; a server
-engine (SGLang) plugs in behind the same method and syncs weights in
-``update_weights``.
+:class:`HFGenerateEngine` implements
+:class:`~agentgym_eppo.trainer.rollout.engine.RolloutEngine` through ``transformers``'
+``generate`` (KV cache within the turn, one padded batch across every waiting slot); it
+suits CPUs and small GPUs, and shares the trainer's module, so a weight sync is free.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
-from typing import Protocol
 
 import torch
 from transformers import PreTrainedModel
 
-
-class RolloutEngine(Protocol):
-    def generate(
-        self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], temperature: float
-    ) -> list[list[int]]:
-        """One assistant turn per context (greedy when ``temperature == 0``)."""
-        ...
-
-    def update_weights(self, model: PreTrainedModel) -> None:
-        """Make the engine sample from ``model``'s current weights."""
-        ...
-
-
-def autocast_context(enabled: bool) -> contextlib.AbstractContextManager[None]:
-    """bf16 autocast on the model's device type, or nothing."""
-    if not enabled:
-        return contextlib.nullcontext()
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.autocast(device_type=device, dtype=torch.bfloat16)
+from agentgym_eppo.trainer.devices import autocast_context
 
 
 class HFGenerateEngine:

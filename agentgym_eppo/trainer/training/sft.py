@@ -19,15 +19,16 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .batching import build_micro_batch, plan_micro_batches, token_logprobs
-from .chat import (
+from agentgym_eppo.trainer.rollout.chat import (
     Transcript,
     action_text,
     compact_system_prompt,
     observation_token_ids,
     prompt_token_ids,
 )
-from .rollout import slot_info
+from agentgym_eppo.trainer.rollout.episodes import slot_info
+
+from .batching import build_micro_batch, plan_micro_batches, token_logprobs
 
 
 @dataclass

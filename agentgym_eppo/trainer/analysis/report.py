@@ -24,8 +24,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .diagnostics import LATE_TAIL, EntropyDiagnostics, diagnose_curves, late_window
-from .run_files import METRICS_FILE, RunMetrics, eval_success, read_evals, read_metrics
-from .run_plots import ordered_tasks, plot_eval_success, plot_task_series
+from .plots import ordered_tasks, plot_eval_success, plot_task_series
+from .run_dir import METRICS_FILE, RunMetrics, eval_success, read_evals, read_metrics
 
 SUMMARY_MD = "diagnostics.md"
 SUMMARY_JSON = "diagnostics.json"

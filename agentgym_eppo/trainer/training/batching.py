@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
-from .chat import Transcript
-from .engine import autocast_context
-from .losses import chunked_logprobs_and_entropy
+from agentgym_eppo.trainer.algorithms.losses import chunked_logprobs_and_entropy
+from agentgym_eppo.trainer.devices import autocast_context
+from agentgym_eppo.trainer.rollout.chat import Transcript
 
 
 @dataclass

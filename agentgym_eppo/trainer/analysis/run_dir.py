@@ -1,0 +1,258 @@
+"""The one owner of a run directory's layout: what the trainer writes there and how it is read.
+
+- ``RUN_DIR/metrics.jsonl``: one JSON object per RL step (:func:`step_record` builds it,
+  :class:`MetricsWriter` appends it, :func:`read_metrics` reads it back),
+  ``{"step": t, "global": {...}, "tasks": {"<task_id>": {"entropy": .., "clip_eps": .., ...}}}``;
+- ``RUN_DIR/eval_<stage>.json`` (:func:`write_eval`, :func:`read_evals`):
+  ``{"stage", "split", "tasks": {"<task_id>": {"success", ...}}, "mean_success"}``.
+
+Every field is described in ``docs/trainer.md`` ("The run directory"). The readers turn
+the files into aligned numpy series and plain dicts; a step where a task has no entry (no
+samples that step) becomes ``NaN``, which the diagnostics read as "no information".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:  # the writer side needs no torch at import
+    from agentgym_eppo.trainer.rollout.episodes import Episode
+    from agentgym_eppo.trainer.training.update import UpdateResult
+
+METRICS_FILE = "metrics.jsonl"
+EVAL_STAGES = ("before_sft", "after_sft", "after_rl")
+"""The stages the trainer evaluates at, in training order."""
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """Per-step metrics of one run, sorted by step (a re-logged step keeps its last record)."""
+
+    steps: NDArray[np.int64]
+    records: tuple[dict[str, Any], ...]
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.records)
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        """Every task that appears in any step, sorted."""
+        return tuple(sorted({task for record in self.records for task in record["tasks"]}))
+
+    def task_series(self, field: str) -> dict[str, NDArray[np.float64]]:
+        """``field`` per task per step (``NaN`` where absent), for tasks that ever report it."""
+        series: dict[str, NDArray[np.float64]] = {}
+        for task in self.task_ids:
+            values = [_number(record["tasks"].get(task, {}).get(field)) for record in self.records]
+            array = np.asarray(values, dtype=np.float64)
+            if np.isfinite(array).any():
+                series[task] = array
+        return series
+
+    def global_series(self, field: str) -> NDArray[np.float64]:
+        """``global.<field>`` per step (``NaN`` where absent)."""
+        values = [_number(record.get("global", {}).get(field)) for record in self.records]
+        return np.asarray(values, dtype=np.float64)
+
+
+def _number(value: Any) -> float:
+    """A metric value as a float; missing or non-numeric values are ``NaN``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return math.nan
+    return float(value)
+
+
+def read_metrics(run_dir: str | Path) -> RunMetrics:
+    """Parse ``RUN_DIR/metrics.jsonl``.
+
+    Raises ``FileNotFoundError`` when the file is missing and ``ValueError`` naming the line
+    for a record that is not a JSON object with an integer ``step`` and a ``tasks`` object.
+    A last line without its newline that does not parse is a record still being written by
+    a live run, and is skipped.
+    """
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} does not exist; pass a run directory written by `agentgym-eppo train`"
+        )
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    by_step: dict[int, dict[str, Any]] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            if number == len(lines):  # the unterminated last line of a live run
+                continue
+            raise ValueError(f"{path}:{number}: not a JSON object ({error.msg})") from error
+        _check_record(record, path, number)
+        by_step[record["step"]] = record
+    ordered = sorted(by_step)
+    return RunMetrics(
+        steps=np.asarray(ordered, dtype=np.int64),
+        records=tuple(by_step[step] for step in ordered),
+    )
+
+
+def _check_record(record: Any, path: Path, number: int) -> None:
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+    step = record.get("step")
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise ValueError(f"{path}:{number}: 'step' must be an integer, got {step!r}")
+    if not isinstance(record.get("tasks"), dict):
+        raise ValueError(f"{path}:{number}: 'tasks' must be an object of per-task metrics")
+
+
+def read_evals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """Every ``RUN_DIR/eval_<stage>.json``, keyed by stage, known stages first in training order.
+
+    Raises ``ValueError`` naming the file when one is not a JSON object with a ``tasks`` object.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted(Path(run_dir).glob("eval_*.json")):
+        try:
+            report = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid JSON ({error.msg})") from error
+        if not isinstance(report, dict) or not isinstance(report.get("tasks"), dict):
+            raise ValueError(f"{path}: expected an object with a 'tasks' object")
+        found[str(report.get("stage") or path.stem.removeprefix("eval_"))] = report
+    order = {stage: position for position, stage in enumerate(EVAL_STAGES)}
+    return dict(sorted(found.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
+
+
+def eval_path(run_dir: str | Path, stage: str) -> Path:
+    """Where the evaluation of ``stage`` lives in a run directory."""
+    return Path(run_dir) / f"eval_{stage}.json"
+
+
+def write_eval(run_dir: str | Path, result: Mapping[str, Any]) -> Path:
+    """Write one evaluation's JSON (see the module docstring) as ``eval_<stage>.json``."""
+    path = eval_path(run_dir, str(result["stage"]))
+    path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def eval_success(report: dict[str, Any]) -> dict[str, float]:
+    """Dev success per task of one eval report (``NaN`` where a task has none)."""
+    return {
+        str(task): _number(entry.get("success") if isinstance(entry, dict) else None)
+        for task, entry in report["tasks"].items()
+    }
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf become None (JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    return value
+
+
+class MetricsWriter:
+    """Appends step records; on resume drops records after the checkpoint's step."""
+
+    def __init__(self, run_dir: Path, tensorboard: bool = True, resume_after: int | None = None):
+        self.path = Path(run_dir) / METRICS_FILE
+        if resume_after is not None and self.path.exists():
+            kept = [
+                line
+                for line in self.path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line)["step"] <= resume_after
+            ]
+            self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        elif resume_after is None and self.path.exists():
+            self.path.unlink()
+        self._file = self.path.open("a", encoding="utf-8")
+        self._tb: Any = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is optional (the train extra has it)
+                self._tb = None
+            else:
+                self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._file.write(json.dumps(_clean(record), sort_keys=True) + "\n")
+        self._file.flush()
+        if self._tb is None:
+            return
+        step = record["step"]
+        for key, value in record["global"].items():
+            if isinstance(value, (int, float)):
+                self._tb.add_scalar(f"global/{key}", value, step)
+        for task, values in record["tasks"].items():
+            for key, value in values.items():
+                if isinstance(value, (int, float)) and value is not None:
+                    self._tb.add_scalar(f"{key}/{task}", value, step)
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def step_record(
+    step: int,
+    episodes: Sequence[Episode],
+    result: UpdateResult,
+    paces: Mapping[str, Any],
+    rollout_seconds: float,
+    started: float,
+) -> dict[str, Any]:
+    """The ``metrics.jsonl`` record of one RL step (layout in INTERFACES.md)."""
+    by_task: dict[str, list[Episode]] = defaultdict(list)
+    for episode in episodes:
+        by_task[episode.task_id].append(episode)
+    tasks: dict[str, dict[str, Any]] = {}
+    for task_id in sorted(by_task):
+        played = by_task[task_id]
+        pace = paces.get(task_id)
+        tasks[task_id] = {
+            "success": sum(e.success for e in played) / len(played),
+            "reward": sum(e.reward for e in played) / len(played),
+            "episode_length": sum(e.turns for e in played) / len(played),
+            "aborts": dict(Counter(e.status for e in played if e.status != "completed")),
+            "tokens": result.task_tokens.get(task_id, 0),
+            "entropy": result.task_entropy.get(task_id),
+            "entropy_ema": pace.ema if pace else None,
+            "collapse_ratio": pace.collapse_ratio if pace else None,
+            "zscore": pace.zscore if pace else None,
+            "clip_eps": result.task_clip_eps.get(task_id),
+            "clip_fraction": result.task_clip_fraction.get(task_id, 0.0),
+        }
+    seconds = time.perf_counter() - started
+    return {
+        "step": step,
+        "global": {
+            "loss": result.loss,
+            "kl": result.kl,
+            "grad_norm": result.grad_norm,
+            "tokens": result.tokens,
+            "episodes": len(episodes),
+            "success": sum(e.success for e in episodes) / max(1, len(episodes)),
+            "reward": sum(e.reward for e in episodes) / max(1, len(episodes)),
+            "seconds": seconds,
+            "rollout_seconds": rollout_seconds,
+            "score_seconds": result.score_seconds,
+            "train_seconds": result.train_seconds,
+            "pacer_seconds": result.pacer_seconds,
+        },
+        "tasks": tasks,
+    }
