@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import dataclasses
 import logging
 import re
 import secrets
@@ -59,7 +60,19 @@ logger = logging.getLogger(__name__)
 EPISODE_PREFIX = "agentgym_ep_"
 DEFAULT_STATEMENT_TIMEOUT = 60.0
 LEFTOVER_GRACE_SECONDS = 120.0
-_FETCH_BATCH = 64
+_FETCH_BATCH = 1
+"""Rows are read one at a time: the rendering stops at ``char_limit`` anyway, and a
+step then never holds more than one result row however large the rows are."""
+EPISODE_STORAGE_LIMIT = 256 * 1024 * 1024
+"""What one episode's tables may occupy: SQLite refuses to grow past it; on a server the
+size is checked after every statement that is not a query, and an episode past it
+ends as ``agent_invalid_action``."""
+_STORAGE_CHECK_SECONDS = 0.05
+"""Servers: the episode's size is read once its writing statements have run this long
+since the last reading (MariaDB's catalogue query costs ~15 ms with many databases)."""
+_STORAGE_MESSAGE = (
+    "the episode's database grew past {:,} MiB, more than an episode may write; the episode ends"
+)
 _WATCHDOG_GRACE = 1.0
 _MYSQL_CONNECTION_LOST = (2006, 2013)  # "server has gone away", "lost connection during query"
 _TIMEOUT_MESSAGE = "Error: SQL execution timed out after {:g} s."
@@ -95,11 +108,18 @@ class RowRenderer:
         return self.char_limit > 0 and self.length > self.char_limit
 
     def add(self, row: Sequence[Any]) -> None:
-        values = tuple(display_value(value) for value in row)
+        values = tuple(self._clip(display_value(value)) for value in row)
         text = repr(values)
         self.length += len(text) + (2 if self.parts else 0)
         self.parts.append(text)
         self.rows.append(values)
+
+    def _clip(self, value: Any) -> Any:
+        """A text value cut just past what the observation can show, so ``repr`` of
+        a 4 MB value costs no more than that of an 800-character one."""
+        if self.char_limit > 0 and isinstance(value, str) and len(value) > self.char_limit:
+            return value[: self.char_limit + 1]
+        return value
 
     def result(self, truncated: bool) -> QueryResult:
         text = "[" + ", ".join(self.parts) + ("" if truncated else "]")
@@ -129,6 +149,10 @@ def _is_leftover(name: str, live: set[str], grace: float) -> bool:
     return time.time() - int(match.group(1)) > grace
 
 
+class StorageLimitExceeded(Exception):
+    """The episode's database grew past :data:`EPISODE_STORAGE_LIMIT` (servers)."""
+
+
 class EpisodeDatabase(abc.ABC):
     """One episode's database: run the agent's statements, read tables, drop it all."""
 
@@ -142,7 +166,10 @@ class EpisodeDatabase(abc.ABC):
 
     @abc.abstractmethod
     def execute(self, sql: str, char_limit: int) -> QueryResult:
-        """Run one agent statement; every database error is returned as ``Error: ...``."""
+        """Run one agent statement; every database error is returned as ``Error: ...``.
+
+        Raises :class:`StorageLimitExceeded` when the statement left the episode's
+        database larger than :data:`EPISODE_STORAGE_LIMIT` (servers only)."""
 
     @abc.abstractmethod
     def table_rows(self, table: TableSpec) -> list[tuple[Any, ...]]:
@@ -192,6 +219,7 @@ def make_backend(
             )
         return SQLiteBackend(statement_timeout)
     if backend in ("mysql", "mariadb"):
+        _check_mysql_driver(url)
         return MySQLBackend(url, statement_timeout)
     if backend == "postgresql":
         return PostgresBackend(url, statement_timeout)
@@ -201,12 +229,31 @@ def make_backend(
     )
 
 
+def _check_mysql_driver(url: URL) -> None:
+    """``mysql://`` means SQLAlchemy's default driver, mysqlclient (``MySQLdb``), which
+    this package does not install; say which URL works instead."""
+    try:
+        url.get_dialect().import_dbapi()
+    except ImportError as error:
+        fixed = url.set(drivername=f"{url.get_backend_name()}+pymysql")
+        raise ValueError(
+            f"db_url {url.render_as_string(hide_password=True)!r} needs a driver that is not "
+            f"installed ({error}); use PyMySQL, which is: "
+            f"{fixed.render_as_string(hide_password=True)!r}"
+        ) from None
+
+
 # ---------------------------------------------------------------------------- SQLite
 
 
 _SQLITE_ALLOWED_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info"}
 _SQLITE_PROGRESS_STEPS = 10_000
-_SQLITE_MAX_VALUE_BYTES = 10_000_000  # no single 1 GB randomblob()/zeroblob() value
+_SQLITE_MAX_VALUE_BYTES = 1_000_000
+"""No value (string, blob, stored row) over 1 MB: no 1 GB randomblob()/zeroblob()."""
+_SQLITE_MAX_COLUMNS = 100
+"""With the value limit, at most 100 MB in one result row (AgentBench's tables have a
+handful of columns)."""
+_SQLITE_FULL = "database or disk is full"
 
 
 def mysql_collation_key(text: str) -> str:
@@ -267,9 +314,15 @@ class SQLiteEpisode(EpisodeDatabase):
             marks = ", ".join("?" * len(table.columns))
             connection.executemany(f"INSERT INTO {quote(table.name)} VALUES ({marks})", table.rows)
         self._quote = quote
+        # The episode's pages, main and temp, live in this process: cap their number.
+        page_size = connection.execute("PRAGMA page_size").fetchone()[0]
+        self.max_pages = max(1, EPISODE_STORAGE_LIMIT // page_size)
+        for schema in ("main", "temp"):
+            connection.execute(f"PRAGMA {schema}.max_page_count = {self.max_pages}")
         if hasattr(connection, "setlimit"):  # Python >= 3.11; the authorizer guards alone before
             connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
             connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _SQLITE_MAX_VALUE_BYTES)
+            connection.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, _SQLITE_MAX_COLUMNS)
         connection.set_authorizer(_sqlite_authorizer)
         connection.set_progress_handler(self._past_deadline, _SQLITE_PROGRESS_STEPS)
 
@@ -297,6 +350,12 @@ class SQLiteEpisode(EpisodeDatabase):
         except sqlite3.Error as error:
             if str(error) == "interrupted":
                 return QueryResult(_TIMEOUT_MESSAGE.format(self.timeout), error=True)
+            if str(error) == _SQLITE_FULL:
+                return QueryResult(
+                    f"Error: {error}: an episode's database may hold at most "
+                    f"{EPISODE_STORAGE_LIMIT >> 20} MiB",
+                    error=True,
+                )
             return QueryResult(f"Error: {error}", error=True)
         except (sqlite3.Warning, OverflowError, ValueError) as error:
             return QueryResult(f"Error: {error}", error=True)
@@ -347,6 +406,20 @@ class _Watchdog:
 
     def __exit__(self, *exc: object) -> None:
         self._timer.cancel()
+
+
+_READ_ONLY = re.compile(
+    r"^[\s(]*(SELECT|WITH|SHOW|DESCRIBE|DESC|EXPLAIN|VALUES|TABLE)\b", re.IGNORECASE
+)
+_WRITE_WORD = re.compile(
+    r"\b(INTO|INSERT|UPDATE|DELETE|MERGE|COPY|CREATE|ALTER|LO_\w+|NEXTVAL|SETVAL)\b",
+    re.IGNORECASE,
+)
+"""A statement that starts like a query but holds one of these may write (``SELECT ...
+INTO t``, PostgreSQL's writable ``WITH``, large objects, sequences)."""
+_DEFINES_CODE = re.compile(
+    r"\bCREATE\b.*\b(FUNCTION|PROCEDURE|TRIGGER|RULE|EVENT)\b", re.IGNORECASE | re.DOTALL
+)
 
 
 def _run(connection: sa.Connection, sql: str, params: Sequence[Any] | None = None) -> list[Any]:
@@ -408,6 +481,10 @@ class ServerBackend(DBBackend):
     def driver_options(self, url: URL) -> dict[str, Any]:
         """Extra keyword arguments for the driver's ``connect``."""
         return {}
+
+    @abc.abstractmethod
+    def storage_used(self, name: str) -> int:
+        """Bytes the episode ``name``'s tables (with their indexes) occupy on the server."""
 
     def connect_as(self, name: str, password: str, **changes: Any) -> Any:
         """A new DBAPI connection as the episode's user/role, made by the admin engine's
@@ -503,6 +580,29 @@ class MySQLBackend(ServerBackend):
             _run(admin, f"DROP DATABASE IF EXISTS {self.quote(name)}")
             _run(admin, f"DROP USER IF EXISTS '{name}'@'%'")
 
+    def storage_used(self, name: str) -> int:
+        """InnoDB's tablespace files (exact; the tables' ``data_length`` lags behind)
+        plus the other engines' data and index lengths."""
+        pattern = name.replace("_", "\\_") + "/%"
+        with self.admin.connect() as admin:
+            try:
+                innodb = _run(
+                    admin,
+                    "SELECT COALESCE(SUM(ALLOCATED_SIZE), 0) FROM "
+                    "information_schema.INNODB_SYS_TABLESPACES WHERE NAME LIKE %s",
+                    (pattern,),
+                )[0][0]
+                engines = "AND engine <> 'InnoDB'"
+            except self.dbapi.Error:  # MySQL names that view differently: lengths only
+                innodb, engines = 0, ""
+            other = _run(
+                admin,
+                "SELECT COALESCE(SUM(data_length + index_length), 0) FROM "
+                f"information_schema.tables WHERE table_schema = %s {engines}",
+                (name,),
+            )[0][0]
+        return int(innodb) + int(other)
+
     def kill_query(self, thread_id: int) -> None:
         with self.admin.connect() as admin:
             _run(admin, f"KILL QUERY {int(thread_id)}")
@@ -527,11 +627,50 @@ class MySQLBackend(ServerBackend):
 
 
 class ServerEpisode(EpisodeDatabase):
-    """An episode's database on a server: read back as the admin, dropped in the background."""
+    """An episode's database on a server: read back as the admin, dropped in the background.
+
+    Once the statements that may write have run for ``_STORAGE_CHECK_SECONDS`` since the
+    last check, the episode's size is read from the catalogue: a server has no
+    per-database quota, so this is how :data:`EPISODE_STORAGE_LIMIT` holds there. A
+    plain query never counts, unless the episode has defined code that a query could
+    run. Between checks an episode writes what the server manages in that time; one
+    statement, what it manages within ``statement_timeout``.
+    """
 
     backend: ServerBackend
     connection: Any
     dropped: bool
+    _defines_code = False
+
+    _unchecked_seconds = 0.0
+
+    def execute(self, sql: str, char_limit: int) -> QueryResult:
+        started = time.monotonic()
+        result = self._execute(sql, char_limit)
+        if self._may_write(sql):
+            # What a statement writes grows with how long it runs: check once the
+            # writes since the last check have run for _STORAGE_CHECK_SECONDS, so the
+            # few-millisecond INSERTs of ordinary tasks do not pay for a check each.
+            self._unchecked_seconds += time.monotonic() - started
+            if self._unchecked_seconds >= _STORAGE_CHECK_SECONDS:
+                self._unchecked_seconds = 0.0
+                used = self.backend.storage_used(self.name)
+                if used > EPISODE_STORAGE_LIMIT:
+                    raise StorageLimitExceeded(_STORAGE_MESSAGE.format(EPISODE_STORAGE_LIMIT >> 20))
+        # The rows may name the episode's database or user (SELECT DATABASE(), USER());
+        # they read "dbbench" there as in error messages.
+        return dataclasses.replace(result, text=self._stable(result.text))
+
+    @abc.abstractmethod
+    def _execute(self, sql: str, char_limit: int) -> QueryResult:
+        """Run one statement as the episode's user (see :meth:`execute`)."""
+
+    def _may_write(self, sql: str) -> bool:
+        if _DEFINES_CODE.search(sql):
+            self._defines_code = True  # a function or trigger may write from a SELECT
+        if self._defines_code:
+            return True
+        return not _READ_ONLY.match(sql) or _WRITE_WORD.search(sql) is not None
 
     def table_rows(self, table: TableSpec) -> list[tuple[Any, ...]]:
         quote = self.backend.quote
@@ -557,6 +696,11 @@ class MySQLEpisode(ServerEpisode):
     dialect = "mysql"
     backend: MySQLBackend
 
+    def _stable(self, message: str) -> str:
+        # MariaDB names the user 'name'@'<client host>' in some errors and 'name'@'%' in
+        # others; one spelling, whatever the client's address.
+        return re.sub(r"'dbbench'@'[^']*'", "'dbbench'@'%'", super()._stable(message))
+
     def __init__(self, backend: MySQLBackend, name: str, password: str) -> None:
         self.backend = backend
         self.name = name
@@ -573,7 +717,7 @@ class MySQLEpisode(ServerEpisode):
                 cursor.execute(f"SET SESSION max_execution_time = {int(limit * 1000)}")
         self.dropped = False
 
-    def execute(self, sql: str, char_limit: int) -> QueryResult:
+    def _execute(self, sql: str, char_limit: int) -> QueryResult:
         timeout = self.backend.statement_timeout
         thread_id = self.connection.thread_id()
         renderer = RowRenderer(char_limit)
@@ -626,6 +770,9 @@ class PostgresBackend(ServerBackend):
             f"ALTER ROLE {schema} SET search_path = {schema}",
             f"ALTER ROLE {schema} SET statement_timeout = {timeout_ms}",
         ]
+        # Sorts and hashes spill to temp files outside any table: bound them too
+        # (superuser only; an admin without it leaves the server's own limit).
+        optional = [f"ALTER ROLE {schema} SET temp_file_limit = '{EPISODE_STORAGE_LIMIT >> 10}kB'"]
         with self.admin.connect() as admin:
             driver: Any = admin.connection.driver_connection
             with driver.transaction():
@@ -640,6 +787,12 @@ class PostgresBackend(ServerBackend):
                     admin,
                     f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {schema}",
                 )
+            for statement in optional:
+                try:
+                    with driver.transaction():
+                        _run(admin, statement)
+                except self.dbapi.Error:
+                    logger.debug("%s failed", statement, exc_info=True)
         try:
             return PostgresEpisode(self, name, password)
         except BaseException:
@@ -660,6 +813,20 @@ class PostgresBackend(ServerBackend):
                 if _run(admin, "SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)):
                     _run(admin, f"DROP OWNED BY {quoted} CASCADE")
                     _run(admin, f"DROP ROLE {quoted}")
+
+    def storage_used(self, name: str) -> int:
+        """Tables (with TOAST and indexes) in the episode's schema or owned by its role
+        (temporary tables live in a ``pg_temp_N`` schema)."""
+        with self.admin.connect() as admin:
+            rows = _run(
+                admin,
+                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "LEFT JOIN pg_roles r ON r.oid = c.relowner "
+                "WHERE c.relkind IN ('r', 'm', 'p') AND (n.nspname = %s OR r.rolname = %s)",
+                (name, name),
+            )
+        return int(rows[0][0])
 
     def cleanup_leftovers(self, grace: float = LEFTOVER_GRACE_SECONDS) -> list[str]:
         pattern = EPISODE_PREFIX.replace("_", "\\_") + "%"
@@ -690,7 +857,7 @@ class PostgresEpisode(ServerEpisode):
         self.dropped = False
         self._cursors = 0
 
-    def execute(self, sql: str, char_limit: int) -> QueryResult:
+    def _execute(self, sql: str, char_limit: int) -> QueryResult:
         try:
             statement = translate(sql, "postgres")
         except MultipleStatementsError as error:

@@ -21,6 +21,7 @@ from typing import Any
 
 from agentgym_eppo.core import (
     AgentBenchEnv,
+    AgentInvalidAction,
     FunctionCall,
     TaskSet,
     ToolResult,
@@ -28,7 +29,13 @@ from agentgym_eppo.core import (
     string_tool,
 )
 
-from .backends import DEFAULT_STATEMENT_TIMEOUT, DBBackend, EpisodeDatabase, make_backend
+from .backends import (
+    DEFAULT_STATEMENT_TIMEOUT,
+    DBBackend,
+    EpisodeDatabase,
+    StorageLimitExceeded,
+    make_backend,
+)
 from .evaluation import MYSQL_GROUP_CONCAT_MAX_LEN, answers_match, tables_hash
 from .expert import expert_action
 from .tasks import DBTaskRecord, load_db_tasks
@@ -132,7 +139,10 @@ class DBEnv(AgentBenchEnv[DBTaskRecord]):
     def _run_tool(self, call: FunctionCall) -> ToolResult:
         if call.name == "execute_sql":
             query = call.arguments["query"]
-            result = self.database.execute(query, self.output_limit)
+            try:
+                result = self.database.execute(query, self.output_limit)
+            except StorageLimitExceeded as error:  # what the agent wrote, not our failure
+                raise AgentInvalidAction(f"Error: {error}") from None
             gold = self.record.gold_sql
             if not result.error and self._gold_done < len(gold) and query == gold[self._gold_done]:
                 self._gold_done += 1

@@ -1,0 +1,152 @@
+"""DB episodes under hostile SQL (issue 18), on SQLite, MariaDB and PostgreSQL.
+
+* SQLite's episode database lives in the caller's process: it may not grow past
+  ``EPISODE_STORAGE_LIMIT`` (the statement fails with a message naming the bound);
+* a step reads one result row at a time and clips long values before rendering, so the
+  Python memory it allocates does not grow with the result (tracemalloc's peak);
+* on a server an episode whose tables grow past the bound ends as
+  ``agent_invalid_action`` (the bound is lowered here so the test writes megabytes);
+* ``mysql://`` names the driver to use; MariaDB's messages and results name the
+  episode's user the same way.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from db_servers import MARIADB_URL, POSTGRES_URL, server_url
+
+from agentgym_eppo.environments.db import backends
+from agentgym_eppo.environments.db.backends import EPISODE_STORAGE_LIMIT, make_backend
+from agentgym_eppo.environments.db.env import DBEnv
+
+BACKENDS = [
+    pytest.param(None, id="sqlite"),
+    pytest.param(MARIADB_URL, marks=pytest.mark.mariadb, id="mariadb"),
+    pytest.param(POSTGRES_URL, marks=pytest.mark.postgres, id="postgres"),
+]
+SERVERS = BACKENDS[1:]
+
+
+def execute(query: str) -> dict[str, Any]:
+    return {"name": "execute_sql", "arguments": {"query": query}}
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request: pytest.FixtureRequest) -> str | None:
+    return None if request.param is None else server_url(request.param)
+
+
+@pytest.fixture
+def env(db_url: str | None) -> Iterator[DBEnv]:
+    environment = DBEnv(split="dev", db_url=db_url, statement_timeout=30)
+    environment.reset(seed=0)
+    yield environment
+    environment.close()
+
+
+def _rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+def test_sqlite_episode_database_cannot_grow_the_process_past_its_bound() -> None:
+    env = DBEnv(split="dev", statement_timeout=60)
+    env.reset(seed=0)
+    try:
+        before = _rss_bytes()
+        env.step(execute("CREATE TABLE ballast (x BLOB)"))
+        fill = (
+            "INSERT INTO ballast WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+            "FROM n WHERE i < 400) SELECT zeroblob(900000) FROM n"
+        )  # 360 MB a statement: three would be a gigabyte
+        for _ in range(3):
+            observation, _, terminated, _, info = env.step(execute(fill))
+            assert observation == (
+                "Error: database or disk is full: an episode's database may hold at most 256 MiB"
+            )
+            assert (terminated, info["status"]) == (False, "running")
+        grown = _rss_bytes() - before
+        assert grown < EPISODE_STORAGE_LIMIT + 128 * 1024 * 1024, f"grew {grown >> 20} MiB"
+        # The issue's own attack: values of 9 MB are refused outright.
+        observation, *_ = env.step(execute("INSERT INTO ballast VALUES (zeroblob(9000000))"))
+        assert observation == "Error: string or blob too big"
+    finally:
+        env.close()
+
+
+BIG_RESULT = {
+    None: "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 64) "
+    "SELECT hex(zeroblob(450000)) FROM n",  # 64 values of 900 kB
+    MARIADB_URL: "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 64) "
+    "SELECT REPEAT('x', 4000000) FROM n",  # 64 values of 4 MB
+    POSTGRES_URL: "SELECT repeat('x', 4000000) FROM generate_series(1, 64)",
+}
+
+
+def test_a_huge_result_costs_a_step_one_row_of_memory(env: DBEnv, db_url: str | None) -> None:
+    query = BIG_RESULT[None if db_url is None else db_url]
+    tracemalloc.start()
+    try:
+        observation, _, _, _, info = env.step(execute(query))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert info["status"] == "running"
+    assert observation.endswith("[TRUNCATED]") and len(observation) < 1_000
+    # One value of at most 4 MB is read and decoded (a few copies); 64 would be 256 MB+.
+    assert peak < 32 * 1024 * 1024, f"peak {peak >> 20} MiB"
+
+
+@pytest.mark.parametrize("url", SERVERS)
+def test_an_episode_that_writes_past_the_bound_ends_as_agent_invalid_action(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(backends, "EPISODE_STORAGE_LIMIT", 4 * 1024 * 1024)
+    env = DBEnv(split="dev", db_url=server_url(url), statement_timeout=30)
+    env.reset(seed=0)
+    try:
+        observation, _, terminated, _, info = env.step(execute("CREATE TABLE ballast (x TEXT)"))
+        assert (terminated, info["status"]) == (False, "running"), observation
+        fill = (
+            "INSERT INTO ballast WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+            "FROM n WHERE i < 64) SELECT MD5(CAST(RAND() AS CHAR)) FROM n"
+        )
+        big = "INSERT INTO ballast SELECT MD5(CAST(RAND() AS CHAR)) FROM ballast"  # doubles
+        observation, _, terminated, _, info = env.step(execute(fill))
+        statuses = [info["status"]]
+        while info["status"] == "running" and len(statuses) < 16:
+            observation, _, terminated, _, info = env.step(execute(big))
+            statuses.append(info["status"])
+        assert info["status"] == "agent_invalid_action", (statuses, observation)
+        assert terminated
+        assert observation == (
+            "Error: the episode's database grew past 4 MiB, more than an episode may write; "
+            "the episode ends"
+        )
+    finally:
+        env.close()
+
+
+def test_mysql_url_without_a_driver_names_the_url_that_works() -> None:
+    with pytest.raises(ValueError, match=r"'mysql\+pymysql://root@127\.0\.0\.1:3306/test'"):
+        make_backend("mysql://root@127.0.0.1:3306/test")
+
+
+@pytest.mark.mariadb
+def test_mariadb_names_the_episode_user_alike_in_results_and_errors() -> None:
+    env = DBEnv(split="dev", db_url=server_url(MARIADB_URL))
+    env.reset(seed=0)
+    try:
+        user = env.step(execute("SELECT CURRENT_USER()"))[0]
+        denied = env.step(execute("DROP DATABASE test"))[0]
+    finally:
+        env.close()
+    assert user == "[('dbbench@%',)]"
+    assert denied == "Error: 1044 Access denied for user 'dbbench'@'%' to database 'test'"
