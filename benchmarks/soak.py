@@ -37,11 +37,12 @@ from typing import Any
 import psutil
 
 from agentgym_eppo.core import Status
+from agentgym_eppo.environments.os.cgroups import CGROUP_ROOT, GROUP_PREFIX
 from agentgym_eppo.vector import EXPERT_ACTION, MultiTaskVectorEnv, StepOutcome
 
 ALL_TASKS = ("os", "db", "kg", "alfworld", "webshop")
 MARKER_VARIABLE = "AGENTGYM_SOAK_MARKER"
-MARIADB_URL = "mysql+pymysql://root@127.0.0.1:3306/test"
+MARIADB_URL = os.environ.get("AGENTGYM_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
 EPISODE_DB_PREFIX = "agentgym_ep_"
 
 TASK_PHRASES: dict[str, tuple[str, ...]] = {
@@ -229,16 +230,12 @@ def _sandbox_count(processes: Sequence[psutil.Process]) -> int:
 
 
 def _cgroups_of(owner_pids: set[int]) -> int:
-    with contextlib.suppress(ImportError):
-        from agentgym_eppo.environments.os.cgroups import CGROUP_ROOT, GROUP_PREFIX
-
-        count = 0
-        for path in CGROUP_ROOT.rglob(f"{GROUP_PREFIX}*"):
-            owner = path.name[len(GROUP_PREFIX) :].split("-", 1)[0]
-            if owner.isdigit() and int(owner) in owner_pids:
-                count += 1
-        return count
-    return 0
+    count = 0
+    for path in CGROUP_ROOT.rglob(f"{GROUP_PREFIX}*"):
+        owner = path.name[len(GROUP_PREFIX) :].split("-", 1)[0]
+        if owner.isdigit() and int(owner) in owner_pids:
+            count += 1
+    return count
 
 
 def _own_mounts() -> int:

@@ -122,18 +122,17 @@ def test_gym_make_and_check_env_pass() -> None:
     env.close()
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * 4096 / 2**20
-
-
 @pytest.mark.slow
-def test_memory_stays_flat_while_games_are_evicted_and_reloaded() -> None:
+def test_games_evicted_from_the_cache_reload_and_play_the_same() -> None:
+    """3 games through a 2-game cache: every reset reloads an evicted game, which must
+    play exactly as it did the first time. What the bounded cache does to memory (RSS
+    over 500 episodes) is measured in ``benchmarks/bench_alfworld.py``, not asserted."""
     env = ALFWorldEnv(split="dev", max_cached_games=2)
-    for episode in range(80):
-        env.reset(options={"index": episode % 3})  # 3 games through a 2-game cache: all reload
-        env.step(act("inventory" if episode % 2 else "look"))
-        if episode == 19:
-            warmed_up = _rss_mib()
-    growth = _rss_mib() - warmed_up
-    assert growth < 20, f"RSS grew {growth:.1f} MiB over 60 episodes"
+    transcripts: dict[int, list[tuple[str, str]]] = {}
+    for episode in range(12):
+        game = episode % 3
+        observation, _ = env.reset(options={"index": game})
+        reply = env.step(act("inventory" if game % 2 else "look"))[0]
+        transcripts.setdefault(game, []).append((observation, reply))
+    for game, seen in transcripts.items():
+        assert len(seen) == 4 and len(set(seen)) == 1, f"game {game} changed after a reload"

@@ -7,8 +7,9 @@ Faults: ``kill -9`` of an env worker, of the OS sandbox's shell and of the sandb
 itself, of a real Oxigraph SPARQL server, ``KILL CONNECTION`` of the episode's MariaDB
 connection (from an admin connection: the shared MariaDB server is never restarted,
 other test suites use it), a full disk inside the sandbox (the agent's own doing: an
-ordinary observation), and a 10 s step that must not hold back the other slots.
-Environments that have not landed on this branch are skipped with that reason.
+ordinary observation), and a step that never ends, which must not hold back the other
+slots. A backend that cannot run here (bubblewrap, the Oxigraph server, MariaDB) skips
+with the reason; under CI that fails the run (``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from typing import Any
 import psutil
 import pytest
 import sqlalchemy as sa
+from db_servers import MARIADB_URL, server_url
+from os_backends import skip_unless
 from vector_test_envs import GUESS
 
 from agentgym_eppo.core import Status
@@ -31,14 +34,6 @@ from agentgym_eppo.vector import EXPERT_ACTION, MultiTaskVectorEnv, StepOutcome
 
 KG = "AgentBench-KG-v0"
 WEBSHOP = "AgentBench-WebShop-v0"
-MARIADB_URL = os.environ.get("AGENTGYM_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
-
-
-def _needs(module: str, task: str) -> None:
-    try:
-        __import__(module)
-    except ImportError as error:
-        pytest.skip(f"the {task} environment has not landed on this branch ({error})")
 
 
 def _play_to_the_end(venv: MultiTaskVectorEnv, index: int) -> StepOutcome:
@@ -96,13 +91,9 @@ def test_kill_9_of_an_env_worker_ends_only_its_episode_as_task_error() -> None:
 
 @pytest.fixture
 def os_venv() -> Iterator[MultiTaskVectorEnv]:
-    _needs("agentgym_eppo.environments.os.env", "os")
     from agentgym_eppo.environments.os.sandbox import SandboxLimits
-    from agentgym_eppo.environments.os.sandbox_bwrap import bwrap_available
 
-    reason = bwrap_available()
-    if reason:
-        pytest.skip(f"bubblewrap sandboxes cannot run here: {reason}")
+    skip_unless("bwrap")
     limits = SandboxLimits(disk_bytes=64 << 20, file_size_bytes=32 << 20)
     venv = MultiTaskVectorEnv(
         [
@@ -180,14 +171,15 @@ def test_disk_full_in_the_sandbox_is_an_observation_and_harms_no_other_episode(
 
 @pytest.mark.slow
 def test_closing_the_vector_env_mid_command_leaves_no_sandbox_cgroup() -> None:
-    _needs("agentgym_eppo.environments.os.env", "os")
     from agentgym_eppo.environments.os.cgroups import CGROUP_ROOT, GROUP_PREFIX
 
+    skip_unless("bwrap")
     venv = MultiTaskVectorEnv({"AgentBench-OS-v0": 1}, split="dev", backend="subprocess")
     worker = venv.pool.pids()[0]  # type: ignore[attr-defined]
     venv.reset_some([0])
-    venv.submit_steps([0], [_bash("sleep 25")])
-    time.sleep(0.5)
+    marker = f"agentgym-fault-{uuid.uuid4().hex[:12]}"
+    venv.submit_steps([0], [_bash(f"bash -c 'exec -a {marker} sleep 25'")])
+    _host_process_of(marker)  # the command is running: close now, in the middle of it
     venv.close()
     assert not psutil.pid_exists(worker) or psutil.Process(worker).status() == "zombie"
     assert sorted(CGROUP_ROOT.rglob(f"{GROUP_PREFIX}{worker}-*")) == []
@@ -203,6 +195,8 @@ def test_kill_9_of_the_sparql_server_ends_its_episode_as_task_error() -> None:
     binary = oxigraph_binary()
     if binary is None:
         pytest.skip("the Oxigraph server is not installed: pip install oxigraph (dev extra)")
+    # A dead server refuses the connection: the step ends at once with "cannot reach",
+    # not after endpoint_timeout with "did not answer" (no wall-clock bound asserted).
     with serve_graph(shipped_graph_path(), binary=binary) as url:
         server = next(
             p for p in psutil.Process().children(recursive=True) if "oxigraph" in p.name()
@@ -218,9 +212,7 @@ def test_kill_9_of_the_sparql_server_ends_its_episode_as_task_error() -> None:
             assert first.info["status"] == "running", first.observation
             server.send_signal(signal.SIGKILL)
             server.wait(10)
-            started = time.monotonic()
             hit, other = venv.step_some([0, 1], [EXPERT_ACTION, EXPERT_ACTION])
-            assert time.monotonic() - started < 15
             _assert_task_error(hit, f"cannot reach SPARQL endpoint {url}")
             assert other.info["status"] in ("running", "completed")
             if other.info["status"] == "running":
@@ -234,12 +226,7 @@ def test_kill_9_of_the_sparql_server_ends_its_episode_as_task_error() -> None:
 
 @pytest.fixture
 def mariadb_admin() -> Iterator[sa.Engine]:
-    engine = sa.create_engine(MARIADB_URL, connect_args={"connect_timeout": 3})
-    try:
-        with engine.connect():
-            pass
-    except sa.exc.OperationalError as error:
-        pytest.skip(f"no MariaDB server at {MARIADB_URL} ({error.orig})")
+    engine = sa.create_engine(server_url(MARIADB_URL), connect_args={"connect_timeout": 3})
     yield engine
     engine.dispose()
 
@@ -248,7 +235,6 @@ def mariadb_admin() -> Iterator[sa.Engine]:
 def test_kill_connection_of_the_episode_database_ends_it_as_task_error(
     mariadb_admin: sa.Engine,
 ) -> None:
-    _needs("agentgym_eppo.environments.db.env", "db")
     venv = MultiTaskVectorEnv(
         {"AgentBench-DB-v0": 2},
         split="dev",
@@ -275,12 +261,14 @@ def test_kill_connection_of_the_episode_database_ends_it_as_task_error(
 
 
 @pytest.mark.slow
-def test_a_10_second_step_does_not_hold_back_the_other_slots() -> None:
+def test_a_step_that_never_ends_does_not_hold_back_the_other_slots() -> None:
+    """Slot 0's step sleeps far longer than the test runs; slot 1 plays a whole episode
+    meanwhile. The property is the order of events, not a duration: every outcome
+    collected is slot 1's, and slot 0's step is still pending when slot 1 is done."""
     venv = MultiTaskVectorEnv([GUESS, KG], split="dev", backend="subprocess")
     try:
         venv.reset_some([0, 1])
-        started = time.monotonic()
-        venv.submit_steps([0], [{"name": "wait", "arguments": {"seconds": "10"}}])
+        venv.submit_steps([0], [{"name": "wait", "arguments": {"seconds": "3600"}}])
         fast_steps = 0
         while True:
             venv.submit_steps([1], [EXPERT_ACTION])
@@ -290,11 +278,7 @@ def test_a_10_second_step_does_not_hold_back_the_other_slots() -> None:
             if outcome.terminated or outcome.truncated:
                 break
         assert outcome.info["status"] == "completed"
-        # Every collected outcome above was the KG slot's: the whole KG episode finished
-        # while the 10 s step was still pending, which is the property (no timing bound).
-        (slow,) = venv.collect_steps()
-        assert (slow.index, slow.observation, slow.info["status"]) == (0, "waited", "running")
-        assert time.monotonic() - started >= 10
         assert fast_steps >= 2
+        assert venv.collect_steps(timeout=0) == []  # slot 0 is still waiting
     finally:
-        venv.close()
+        venv.close()  # stops the sleeping worker

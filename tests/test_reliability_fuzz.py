@@ -3,8 +3,7 @@
 For each environment's own tools: whatever is handed to the parser gives a validated
 call of one of them or a ``ToolCallError`` with a documented status and a message, and
 whatever is handed to ``step`` of the real environment gives an observation and a
-documented status, the abort penalty on every abnormal end. An environment whose
-package has not landed on this branch is skipped with that reason. The long run of the
+documented status, the abort penalty on every abnormal end. The long run of the
 same strategies is ``python -m benchmarks.run reliability`` (``benchmarks/reliability.md``).
 """
 
@@ -25,16 +24,9 @@ STEP_EXAMPLES = {"os": 25, "db": 60, "kg": 60, "alfworld": 25, "webshop": 60}
 ENV_KWARGS: dict[str, dict[str, Any]] = {"os": {"command_timeout": 5.0}}
 
 
-def _class_or_skip(task: str) -> type[Any]:
-    try:
-        return env_class(task)
-    except ImportError as error:
-        pytest.skip(f"the {task} environment has not landed on this branch ({error})")
-
-
 @pytest.fixture(scope="module", params=TASKS)
 def real_env(request: pytest.FixtureRequest) -> Iterator[Any]:
-    cls = _class_or_skip(request.param)
+    cls = env_class(request.param)
     env = cls(split="dev", **ENV_KWARGS.get(request.param, {}))
     yield env
     env.close()
@@ -44,7 +36,7 @@ def real_env(request: pytest.FixtureRequest) -> Iterator[Any]:
 def test_parser_with_each_env_tools_returns_a_valid_call_or_a_documented_error(
     task: str,
 ) -> None:
-    tools = tuple(_class_or_skip(task).tools)
+    tools = tuple(env_class(task).tools)
 
     @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
     @given(action=actions_for(tools, huge=300_000))
@@ -83,7 +75,7 @@ def _first_string_argument(tools: tuple[Any, ...]) -> tuple[str, str]:
 def test_each_kind_of_broken_call_fails_with_its_documented_status(
     task: str, kind: str, status: Status
 ) -> None:
-    tools = tuple(_class_or_skip(task).tools)
+    tools = tuple(env_class(task).tools)
     name, key = _first_string_argument(tools)
     good = json.dumps({"name": name, "arguments": {key: "x"}})
     actions = {
@@ -109,7 +101,7 @@ def test_each_kind_of_broken_call_fails_with_its_documented_status(
 )
 @pytest.mark.parametrize("task", TASKS)
 def test_hostile_strings_in_a_valid_call_parse_unchanged(task: str, text: str) -> None:
-    tools = tuple(_class_or_skip(task).tools)
+    tools = tuple(env_class(task).tools)
     name, key = _first_string_argument(tools)
     hermes = "<tool_call>" + json.dumps({"name": name, "arguments": {key: text}}) + "</tool_call>"
     call = parse_function_call(hermes, tools)

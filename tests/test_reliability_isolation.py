@@ -4,33 +4,24 @@ OS: two sandboxes run side by side; each tries to see, change or kill the other'
 files and processes and to break out to the host (mounts, cgroups, ``/proc``, writes
 to system paths, symlinks). DB: two episodes on one server (MariaDB, PostgreSQL) or in
 SQLite; the first runs a battery of attacks against the second's database, which must
-end with its tables exactly as they were and its connection alive. Environments that
-have not landed on this branch, and servers that are not up, are skipped with the reason.
+end with its tables exactly as they were and its connection alive. A backend that cannot
+run here (bubblewrap, a server that is not up) skips with the reason; under CI that fails
+the run (``tests/conftest.py``).
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
+from db_servers import MARIADB_URL, POSTGRES_URL, server_url
+from os_backends import skip_unless
 
-MARIADB_URL = os.environ.get("AGENTGYM_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
-POSTGRES_URL = os.environ.get(
-    "AGENTGYM_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
-
-
-def _needs(module: str, task: str) -> Any:
-    try:
-        return __import__(module, fromlist=["_"])
-    except ImportError as error:
-        pytest.skip(f"the {task} environment has not landed on this branch ({error})")
-
+from agentgym_eppo.environments.db.env import DBEnv
+from agentgym_eppo.environments.os.env import OSEnv
 
 # ---------------------------------------------------------------------- OS
 
@@ -41,14 +32,9 @@ def _bash(script: str) -> dict[str, Any]:
 
 @pytest.fixture
 def two_sandboxes() -> Iterator[tuple[Any, Any]]:
-    os_env = _needs("agentgym_eppo.environments.os.env", "os")
-    from agentgym_eppo.environments.os.sandbox_bwrap import bwrap_available
-
-    reason = bwrap_available()
-    if reason:
-        pytest.skip(f"bubblewrap sandboxes cannot run here: {reason}")
-    first = os_env.OSEnv(split="dev", prestart=False, command_timeout=10.0)
-    second = os_env.OSEnv(split="dev", prestart=False, command_timeout=10.0)
+    skip_unless("bwrap")
+    first = OSEnv(split="dev", prestart=False, command_timeout=10.0)
+    second = OSEnv(split="dev", prestart=False, command_timeout=10.0)
     first.reset(options={"index": 0})
     second.reset(options={"index": 0})
     yield first, second
@@ -144,17 +130,6 @@ def test_escape_attempts_leave_the_host_untouched(
 # ---------------------------------------------------------------------- DB
 
 
-def _server(url: str) -> str:
-    engine = sa.create_engine(url, connect_args={"connect_timeout": 3})
-    try:
-        with engine.connect():
-            return url
-    except sa.exc.OperationalError as error:
-        pytest.skip(f"no database server at {url} ({error.orig})")
-    finally:
-        engine.dispose()
-
-
 @pytest.fixture(
     params=[
         pytest.param("sqlite", id="sqlite"),
@@ -163,11 +138,10 @@ def _server(url: str) -> str:
     ]
 )
 def two_databases(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
-    db_env = _needs("agentgym_eppo.environments.db.env", "db")
     url = {"sqlite": None, "mariadb": MARIADB_URL, "postgres": POSTGRES_URL}[request.param]
-    kwargs: dict[str, Any] = {} if url is None else {"db_url": _server(url)}
+    kwargs: dict[str, Any] = {} if url is None else {"db_url": server_url(url)}
     kwargs["max_turns"] = 100  # room for every attack in one episode
-    attacker, victim = db_env.DBEnv(split="dev", **kwargs), db_env.DBEnv(split="dev", **kwargs)
+    attacker, victim = DBEnv(split="dev", **kwargs), DBEnv(split="dev", **kwargs)
     attacker.reset(options={"index": 0})
     victim.reset(options={"index": 0})
     yield attacker, victim
@@ -217,8 +191,8 @@ ATTACKS = {
     ],
     "sqlite": [
         "ATTACH DATABASE ':memory:' AS other",
-        "ATTACH DATABASE '/tmp/agentgym-attach.db' AS other",
-        "VACUUM INTO '/tmp/agentgym-vacuum.db'",
+        "ATTACH DATABASE '{scratch}/attach.db' AS other",
+        "VACUUM INTO '{scratch}/vacuum.db'",
         "SELECT load_extension('/usr/lib/x86_64-linux-gnu/libsqlite3.so.0')",
         "PRAGMA writable_schema = ON",
     ],
@@ -242,14 +216,14 @@ def _identity(env: Any) -> dict[str, str]:
 
 
 def test_one_episode_can_neither_read_nor_change_another_episodes_tables(
-    two_databases: tuple[Any, Any],
+    two_databases: tuple[Any, Any], tmp_path: Path
 ) -> None:
     attacker, victim = two_databases
     dialect = victim.backend.dialect
     table = victim.record.tables[0]
     before = victim.database.table_rows(table)
     victim_view = _sql(victim, f"SELECT * FROM {_identity(victim)['table']}")
-    names = _identity(victim)
+    names = {**_identity(victim), "scratch": str(tmp_path)}
     for attack in ATTACKS[dialect]:
         observation = _sql(attacker, attack.format(**names))
         assert observation.startswith("Error") or observation in ("[(False,)]", "[(None,)]"), (
@@ -262,8 +236,7 @@ def test_one_episode_can_neither_read_nor_change_another_episodes_tables(
         assert names["name"] not in listing
     assert victim.database.table_rows(table) == before
     assert _sql(victim, f"SELECT * FROM {names['table']}") == victim_view
-    assert not Path("/tmp/agentgym-attach.db").exists()
-    assert not Path("/tmp/agentgym-vacuum.db").exists()
+    assert list(tmp_path.iterdir()) == []  # no file attached or written there
 
 
 def test_what_one_episode_creates_does_not_appear_in_another(
