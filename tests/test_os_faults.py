@@ -4,7 +4,9 @@ backend available."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import Any
 import pytest
 from os_backends import BACKENDS, SMALL_LIMITS, skip_unless
 
+from agentgym_eppo.environments.os import cgroups
 from agentgym_eppo.environments.os.env import OSEnv
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -198,3 +201,29 @@ def test_binary_and_non_utf8_output_become_text(env: OSEnv) -> None:
     assert obs == "The output of the OS:\n\ncaf\ufffd \ufffd\ufffdend\n"
     obs, _ = run(env, "echo 'héllo ✓'")
     assert obs == "The output of the OS:\n\nhéllo ✓\n"
+
+
+def test_a_group_busy_past_the_close_wait_is_removed_later() -> None:
+    """A cgroup that cannot be removed within the wait (here: a child group that goes
+    away only later, as a huge tmpfs keeps a dying sandbox's group busy) is not left
+    behind: the background remover takes it once it empties."""
+    skip_unless("bwrap")
+    group = cgroups.EpisodeCgroup("late-removal-test", cgroups.CgroupLimits())
+    path = group.paths[0]
+    child = path / "busy"
+    child.mkdir()
+    releaser = threading.Timer(0.6, child.rmdir)
+    releaser.start()
+    try:
+        group.remove(wait_s=0.1)
+        assert path.exists() and path in cgroups._LATE_REMOVER.pending()  # not given up
+        deadline = time.monotonic() + 30
+        while path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not path.exists()
+    finally:
+        releaser.join()
+        with contextlib.suppress(OSError):
+            child.rmdir()
+        with contextlib.suppress(OSError):
+            path.rmdir()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,11 +141,14 @@ class EpisodeCgroup:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, 9)
 
-    def remove(self) -> None:
-        """Kill what is left and remove the groups (waits briefly for the kernel to reap)."""
+    def remove(self, wait_s: float = 2.0) -> None:
+        """Kill what is left and remove the groups. Waits up to ``wait_s`` for the kernel
+        to reap; a group still busy then (a big tmpfs takes seconds to free when its last
+        process exits) is handed to a background remover, which retries until it is gone."""
         self.kill()
         for path in self.paths:
-            _rmdir_when_empty(path)
+            if not _rmdir_when_empty(path, wait_s):
+                _LATE_REMOVER.add(path)
         self.paths = []
 
 
@@ -199,6 +203,50 @@ def _write(path: Path, value: str, *, optional: bool = False) -> None:
     except OSError:
         if not optional:
             raise
+
+
+class _LateRemover:
+    """One daemon thread that removes groups whose processes took long to go."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: set[Path] = set()
+        self._thread: threading.Thread | None = None
+
+    def add(self, path: Path) -> None:
+        with self._lock:
+            self._pending.add(path)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="agentgym-cgroup-remover", daemon=True
+                )
+                self._thread.start()
+
+    def pending(self) -> set[Path]:
+        with self._lock:
+            return set(self._pending)
+
+    def _run(self) -> None:
+        delay = 0.05
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._thread = None
+                    return
+                paths = list(self._pending)
+            for path in paths:
+                with contextlib.suppress(OSError):  # still busy: next round
+                    for pid in (path / "cgroup.procs").read_text().split():
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(int(pid), 9)
+                if _rmdir_when_empty(path, 0.0):
+                    with self._lock:
+                        self._pending.discard(path)
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+_LATE_REMOVER = _LateRemover()
 
 
 def _rmdir_when_empty(path: Path, wait_s: float = 2.0) -> bool:

@@ -71,7 +71,7 @@ EMPTY_DIRS = (
     "var/spool", "var/backups", "run", "run/.agentgym", "mnt", "opt", "srv", "media", "dev", "proc", "sys",
 )  # fmt: skip
 
-_VERSION = "1"
+_VERSION = "2"  # 2: /etc/python3* (the interpreter's sitecustomize lives there)
 
 
 def host_base() -> Path:
@@ -112,7 +112,8 @@ def _build(root: Path) -> None:
             (root / name).mkdir()
     etc = root / "etc"
     etc.mkdir()
-    for name in ETC_FROM_HOST:
+    python_config = sorted(path.name for path in Path("/etc").glob("python3*"))
+    for name in (*ETC_FROM_HOST, *python_config):
         source = Path("/etc") / name
         if source.is_symlink():
             (etc / name).symlink_to(os.readlink(source))

@@ -9,6 +9,7 @@ agent's shell, in ``/root``, with stdout and stderr together.
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
 import signal
 import time
@@ -48,24 +49,69 @@ class ProcessResult:
 
 
 def script_argv(language: str, code: str, args: Sequence[str]) -> list[str]:
-    """The command line AgentBench uses for a script in ``language`` with ``args``."""
+    """The command line AgentBench uses for a script in ``language`` with ``args`` (Python
+    in isolated mode, a departure)."""
     if language == "bash":
         return ["bash", "-c", code, "--", *args] if args else ["bash", "-c", code]
     if language == "python":
-        return ["python3", "-c", code, *args]
+        # -I: no user site-packages, no PYTHON* variables, no current directory on the
+        # path, so a module the agent left in /root or ~/.local is not the check's
+        return ["python3", "-I", "-c", code, *args]
     raise ValueError(f"unsupported script language {language!r}; use one of {SCRIPT_LANGUAGES}")
+
+
+def _nspids(pid: int) -> list[int]:
+    """``pid`` in each pid namespace from the host's down (empty when it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return []
+    for line in status.splitlines():
+        if line.startswith("NSpid:"):
+            return [int(field) for field in line.split()[1:]]
+    return []
 
 
 def namespace_pid(pid: int) -> int | None:
     """The pid that host process ``pid`` has inside its innermost pid namespace."""
+    pids = _nspids(pid)
+    return pids[-1] if pids else None
+
+
+def namespace_depth(pid: int) -> int:
+    """How many pid namespaces deep host process ``pid`` is (1: the host's; 0: gone)."""
+    return len(_nspids(pid))
+
+
+def _stopped(pid: int) -> bool:
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return None
-    for line in status.splitlines():
-        if line.startswith("NSpid:"):
-            return int(line.split()[-1])
-    return None
+        return True  # gone: nothing left to stop
+    return stat.rpartition(")")[2].split()[0] in ("T", "t", "Z", "X")
+
+
+def stop_repeatedly(pids: Callable[[], set[int]], rounds: int = 50) -> set[int]:
+    """SIGSTOP what ``pids()`` names until every one is stopped (a fork bomb refills it);
+    returns the pids signalled, for :func:`resume`."""
+    signalled: set[int] = set()
+    for _ in range(rounds):
+        running = {pid for pid in pids() if not _stopped(pid)}
+        if not running:
+            break
+        for pid in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                signalled.add(pid)
+        time.sleep(0.002)
+    return signalled
+
+
+def resume(pids: set[int]) -> None:
+    """SIGCONT each of ``pids`` (those gone meanwhile are skipped)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
 
 
 def kill_repeatedly(pids: Callable[[], set[int]], rounds: int = 50) -> int:
@@ -93,9 +139,24 @@ class Sandbox(abc.ABC):
     def ensure_ready(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Wait until the sandbox is up (a backend may return from its constructor earlier)."""
 
-    @abc.abstractmethod
     def run_process(self, argv: Sequence[str], timeout: float) -> ProcessResult:
-        """Run ``argv`` as an independent process in ``/root`` (stdin empty)."""
+        """Run ``argv`` as an independent process in ``/root`` (stdin empty), with every
+        process of the agent stopped meanwhile.
+
+        Stopped, the agent cannot touch a check while it runs (write into its output,
+        signal it, swap the files it is about to read); resumed afterwards, so the
+        sandbox goes on as before. Where the backend cannot see the agent's processes
+        (a remote Docker engine) the check runs beside them, as in AgentBench.
+        """
+        stopped = stop_repeatedly(self.process_ids)
+        try:
+            return self._run_process(argv, timeout)
+        finally:
+            resume(stopped)
+
+    @abc.abstractmethod
+    def _run_process(self, argv: Sequence[str], timeout: float) -> ProcessResult:
+        """Run ``argv`` as an independent process (see :meth:`run_process`)."""
 
     @abc.abstractmethod
     def restart_shell(self) -> None:
@@ -112,7 +173,8 @@ class Sandbox(abc.ABC):
 
     @abc.abstractmethod
     def process_ids(self) -> set[int]:
-        """Host pids of every process in the sandbox (for the host-side kill on timeouts)."""
+        """Host pids of the agent's processes in the sandbox (for the host-side kill on
+        timeouts and the stop while a check runs); not the backend's own."""
 
     def run_command(self, script: str, timeout: float) -> CommandResult:
         """Run ``script`` in the agent's shell; raises :class:`SandboxError` if the sandbox died.

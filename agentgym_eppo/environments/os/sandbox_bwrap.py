@@ -1,38 +1,52 @@
 """The embedded sandbox: bubblewrap over a per-episode overlay, limited by cgroups.
 
-How one sandbox starts (a single ``Popen``; every step ``exec``s the next, so the
-process Python holds is bubblewrap itself)::
+Who runs where (one ``Popen``; the launcher ``exec``s the control loop)::
 
-    unshare --mount --propagation private      # a mount namespace of its own
-      sh: join the episode's cgroups            # before bwrap, so every child is inside
-          mount a tmpfs (the disk limit)        # upper layers of the overlays
-          mount overlays: base + host /usr...   # read-only lower layers, writes to tmpfs
-          exec bwrap --bind merged / ...        # pid/net/ipc/uts namespaces, caps dropped
-            bash control loop (fd 0/1: pipes to Python, fd 3: the pty's slave)
-              └ setsid -c env --default-signal   # own session, the pty as its terminal,
-                  bash --login -i                # SIGINT not ignored (Ctrl-C must work)
+    unshare --mount --propagation private        # a mount namespace of its own, host pids
+      sh: join the episode's cgroups, mount a tmpfs (the disk limit) and the overlays
+        bash control loop (fd 0/1: pipes to Python; host pid namespace, unseen inside)
+          ├ holder: bwrap --unshare-pid/net/ipc/uts -- sleep   # owns the sandbox's
+          │                                                   # namespaces (its pid 1, 2)
+          ├ agent:  nsenter net/ipc/uts -- bwrap --pidns <holder's> <agent view> --seccomp
+          │           └ setsid bash --login -i       # on the pty, caps dropped, filtered
+          └ check:  nsenter net/ipc/uts -- bwrap --pidns <holder's> <judge view> --seccomp
+                      └ timeout bash -c <init, example or check script>
 
-The mounts live only in that mount namespace, so they vanish with the sandbox, even
-when Python crashes (``--die-with-parent`` kills bubblewrap, whose pid-1 reaper takes
-every sandboxed process with it). Leftover cgroups of dead owners are removed when the
-next sandbox of any process starts.
+The control loop, which carries every verdict, lives outside the sandbox's pid
+namespace: no process of the sandbox can see it, signal it, or open its
+``/proc/<pid>/fd``. Init, example and check scripts (``run``) see the agent's machine
+through the *judge view*: the agent's files, but ``/usr``, ``/bin``, ``/sbin``, ``/lib*``
+of the read-only base (only ``/usr/local/bin`` and ``/usr/local/sbin`` of the agent's, last
+in ``PATH``), so a check never runs a program the agent replaced. While a script runs,
+every process of the agent is stopped (:meth:`Sandbox.run_process`): the view is built
+and the check runs with nothing of the agent's moving. In both views the loader's and
+the interpreters' configuration under ``/etc`` (``ld.so.preload``, ``ld.so.cache``,
+``alternatives``, ``python3*``) is a read-only mount of the base's, and ``/etc`` and the
+base's top-level directories are mount points, which cannot be renamed or replaced.
+
+The mounts live only in the launcher's mount namespace, so they vanish with the sandbox,
+even when Python crashes (the control loop ends at EOF on its stdin, and every bwrap has
+``--die-with-parent``). Leftover cgroups of dead owners are removed when the next sandbox
+of any process starts; a group still busy when an episode closes is removed in the
+background (:func:`.cgroups.EpisodeCgroup.remove`).
 
 The control loop answers each request with a line ``<id> <exit code> <size>`` and
 ``size`` bytes of output: ``shell`` starts the agent's shell, ``run`` an independent
-process (for init, example and check scripts). The agent's processes are killed from the
-host when needed (a timeout, a stuck shell), since a fork bomb leaves no pid to spare
-inside. The agent, being root in the sandbox, can kill the loop too;
-the sandbox then dies and the episode ends as a ``task_error``.
+process. The agent's processes are killed from the host when needed (a timeout, a stuck
+shell), since a fork bomb leaves no pid to spare inside.
 
 Capabilities: all dropped except Docker's default set minus ``MKNOD``, ``NET_RAW`` and
 ``AUDIT_WRITE``, so that ``useradd``, ``chown`` and ``su`` work as in AgentBench's
-containers; ``/proc/sys`` is read-only because the sandbox's uid 0 is the host's.
+containers; a seccomp filter (:mod:`.seccomp`) refuses what those capabilities do not
+cover (keyrings, namespaces, ``ptrace``, mounts, modules...). ``/proc/sys`` is read-only
+because the sandbox's uid 0 is the host's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import itertools
 import os
 import select
@@ -45,13 +59,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import cgroups, rootfs
+from . import cgroups, rootfs, seccomp
 from .sandbox import (
     ProcessResult,
     Sandbox,
     SandboxError,
     SandboxLimits,
     kill_repeatedly,
+    namespace_depth,
     namespace_pid,
 )
 from .shell import FdStream, InteractiveShell, ShellClosed, quote_ansi_c
@@ -71,6 +86,12 @@ SANDBOX_ENV = {
     "HOSTNAME": "sandbox",
 }
 
+JUDGE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin"
+"""The base's programs first: a ``grep`` the agent put in /usr/local/bin is not the check's."""
+
+PROTECTED_ETC = ("ld.so.preload", "ld.so.cache", "alternatives")
+"""Files under /etc that decide which code the base's programs load (plus ``python3*``)."""
+
 MOUNT_DIR = rootfs.BASE_CACHE / "mnt"
 """An empty host directory; each sandbox mounts its tmpfs here inside its own namespace."""
 
@@ -79,22 +100,47 @@ exec 2>/dev/null
 LC_ALL=C
 ulimit -f "$1"
 nonce=$2
-[ -d /run/.agentgym ] || mkdir -m 700 /run/.agentgym
-cd /root
+exec 5< <(exec "${HOLDER[@]}" --info-fd 6 -- sleep infinity 6>&1 >/dev/null </dev/null 3>&-)
+holder=
+while IFS= read -r -u 5 info; do
+    if [[ $info =~ \"child-pid\":\ *([0-9]+) ]]; then holder=${BASH_REMATCH[1]}; break; fi
+done  # fd 5 stays open: bwrap gets SIGPIPE if it writes to a closed pipe
+[ -n "$holder" ] || exit 1
+WRAP='bash --login --noediting -i; printf "\036%s\036exit\036\n" "$0"'
+judge_view() {  # the agent's processes are stopped meanwhile: nothing moves under it
+    VIEW=(--bind "$ROOT" / "${BASE_DIRS[@]}")
+    local i name target
+    for ((i = 0; i < ${#BASE_LINKS[@]}; i += 2)); do
+        name=${BASE_LINKS[i]}; target=${BASE_LINKS[i + 1]}
+        # the base's link, or bwrap fails to make it and the check fails: the agent broke it
+        if ! [ -L "$ROOT/$name" ] || [ "$(readlink "$ROOT/$name")" != "$target" ]; then
+            VIEW+=(--symlink "$target" "/$name")
+        fi
+    done
+    for name in usr/local/bin usr/local/sbin; do  # no symlink on the way: it would resolve on the host
+        if [ -d "$ROOT/$name" ] && ! [ -L "$ROOT/usr" ] && ! [ -L "$ROOT/usr/local" ] && ! [ -L "$ROOT/$name" ]; then
+            VIEW+=(--bind "$ROOT/$name" "/$name")
+        fi
+    done
+}
 while IFS= read -r line; do
     eval "words=($line)"
     id=${words[0]}; request=${words[1]}
     case $request in
     shell)
-        setsid -c env --default-signal=INT,QUIT bash -c 'bash --login --noediting -i; printf "\036%s\036exit\036\n" "$0"' \
-            "$nonce" <&3 >&3 2>&3 3>&- &
+        nsenter -t "$holder" --net --ipc --uts -- "${AGENT[@]}" -- \
+            bash -c 'exec 9<&-; exec setsid -c env --default-signal=INT,QUIT bash -c "$1" "$0"' \
+            "$nonce" "$WRAP" 9<"/proc/$holder/ns/pid" 10<"$SECCOMP" <&3 >&3 2>&3 3>&- 5<&- &
         printf '%s 0 0\n' "$id" ;;
     run)
-        (cd /root && exec timeout -s KILL "${words[2]}" "${words[@]:3}") \
-            </dev/null >/run/.agentgym/out 2>&1 3>&-
+        judge_view
+        nsenter -t "$holder" --net --ipc --uts -- "${JUDGE[@]}" "${VIEW[@]}" "${PROTECT[@]}" -- \
+            bash -c 'exec 9<&-; exec timeout -s KILL "$@"' judge "${words[2]}" "${words[@]:3}" \
+            9<"/proc/$holder/ns/pid" 10<"$SECCOMP" </dev/null >"$SCRATCH" 2>&1 3>&- 5<&-
         rc=$?
         out=
-        IFS= read -r -d '' -N 1048576 out </run/.agentgym/out
+        IFS= read -r -d '' -N 1048576 out <"$SCRATCH"
+        : >"$SCRATCH"
         printf '%s %s %s\n%s' "$id" "$rc" "${#out}" "$out" ;;
     esac
 done
@@ -141,6 +187,7 @@ class BwrapSandbox(Sandbox):
         self._request_ids = itertools.count()
         self._closed = False
         self._control_buffer = b""
+        self._holder: set[int] = set()
         self._cgroup = cgroups.EpisodeCgroup(
             f"{next(_counter)}",
             cgroups.CgroupLimits(self.limits.pids, self.limits.memory_bytes, self.limits.cpus),
@@ -172,46 +219,109 @@ class BwrapSandbox(Sandbox):
 
     def _launch_argv(self, nonce: str, root_dir: str | os.PathLike[str] | None) -> list[str]:
         """The launcher: the pty's slave arrives as stderr (dash reads one-digit fds only)
-        and leaves as fd 3."""
+        and leaves as fd 3.
+
+        Overlay options name their layers relative to the tmpfs (``lowerdir=l0``), so the
+        sandbox's mount table shows no host path.
+        """
         MOUNT_DIR.mkdir(parents=True, exist_ok=True)
-        mnt = shlex.quote(str(MOUNT_DIR))
-        lines = ["set -e"]
-        lines += [f"echo $$ > {shlex.quote(path)}" for path in self._cgroup.procs_files]
-        lines.append(f"mount -t tmpfs -o size={self.limits.disk_bytes},mode=755 agentgym-os {mnt}")
-        if root_dir is not None:
-            overlays = [("", Path(root_dir))]
-        else:
-            base = rootfs.host_base()
-            overlays = [("", base)] + [
-                (name, Path("/") / name)
+        mnt = str(MOUNT_DIR)
+        base = Path(root_dir) if root_dir is not None else rootfs.host_base()
+        # (mount point under root, lower layer): the base, then host directories over it
+        overlays: list[tuple[str, str]] = [("", "l0")]
+        if root_dir is None:
+            overlays += [
+                (name, f"/{name}")
                 for name in rootfs.HOST_TOP_LEVEL
                 if (Path("/") / name).is_dir() and not (Path("/") / name).is_symlink()
             ]
-        layers = [(f"{mnt}/upper{i}", f"{mnt}/work{i}") for i in range(len(overlays))]
-        lines.append(f"mkdir {mnt}/root " + " ".join(f"{up} {work}" for up, work in layers))
-        for (target, lower), (upper, work) in zip(overlays, layers, strict=True):
+        lines = ["set -e"]
+        lines += [f"echo $$ > {shlex.quote(path)}" for path in self._cgroup.procs_files]
+        lines.append(
+            f"mount -t tmpfs -o size={self.limits.disk_bytes},mode=755 agentgym-os {shlex.quote(mnt)}"
+        )
+        lines.append(f"cd {shlex.quote(mnt)}")
+        dirs = " ".join(f"upper{i} work{i}" for i in range(len(overlays)))
+        lines.append(f"mkdir root l0 {dirs}")
+        lines.append(f"mount --bind {shlex.quote(str(base))} l0")
+        for i, (target, lower) in enumerate(overlays):
             lines.append(
-                "mount -t overlay overlay -o "
-                f"lowerdir={shlex.quote(str(lower))},upperdir={upper},workdir={work} "
-                f"{mnt}/root{'/' + target if target else ''}"
+                f"mount -t overlay overlay -o lowerdir={lower},upperdir=upper{i},workdir=work{i} "
+                f"root{'/' + target if target else ''}"
             )
+        # an empty ld.so.preload, so that it can be a read-only mount like the others
+        lines.append("[ -e root/etc/ld.so.preload ] || : > root/etc/ld.so.preload")
+        lines.append(": > scratch")
         lines.append("exec 3<&2 2>/dev/null")
-        bwrap = [
-            "bwrap", "--bind", f"{MOUNT_DIR}/root", "/",
+        lines.append("cd /")
+        arrays = self._control_arrays(f"{mnt}/root", base, root_dir is not None)
+        script = arrays + CONTROL_LOOP
+        control = ["bash", "--noprofile", "--norc", "-c", script, "control"]
+        control += [str(max(1, self.limits.file_size_bytes // 1024)), nonce]
+        lines.append("exec " + shlex.join(control))
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines)]
+
+    def _control_arrays(self, root: str, base: Path, full_root: bool) -> str:
+        """The control loop's fixed bwrap arguments, as bash assignments."""
+        layout_source = base if full_root else Path("/")
+        base_view: list[str] = []  # the base's programs, read-only
+        base_dirs: list[str] = []
+        base_links: list[str] = []
+        for name in rootfs.HOST_TOP_LEVEL:
+            path = layout_source / name
+            if path.is_symlink():
+                base_view += ["--symlink", os.readlink(path), f"/{name}"]
+                base_links += [name, os.readlink(path)]
+            elif path.is_dir():
+                base_view += ["--ro-bind", str(path), f"/{name}"]
+                base_dirs += ["--ro-bind", str(path), f"/{name}"]
+        etc = Path(root) / "etc"
+        base_etc = base / "etc"
+        protected = [
+            name for name in PROTECTED_ETC if name == "ld.so.preload" or (base_etc / name).exists()
+        ]
+        protected += sorted(path.name for path in base_etc.glob("python3*"))
+        protect: list[str] = []
+        for name in protected:
+            protect += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+        system = [
             "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
-            "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
-            "--dev", "/dev",
-            "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-            "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent",
-            "--chdir", "/root", "--cap-drop", "ALL",
+            "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger", "--dev", "/dev",
+            "--die-with-parent", "--chdir", "/root", "--cap-drop", "ALL",
         ]  # fmt: skip
         for capability in KEPT_CAPABILITIES:
-            bwrap += ["--cap-add", capability]
-        bwrap += ["bash", "--noprofile", "--norc", "-c", CONTROL_LOOP, "control"]
-        bwrap += [str(max(1, self.limits.file_size_bytes // 1024)), nonce]
-        lines.append("exec " + shlex.join(bwrap))
-        script = "\n".join(lines)
-        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+            system += ["--cap-add", capability]
+        system += ["--seccomp", "10", "--unsetenv", "PWD", "--unsetenv", "OLDPWD"]
+        head = ["bwrap", "--pidns", "9", "--unshare-cgroup-try"]
+        # in the agent's view /etc and the base's top-level directories are mount points
+        # (which cannot be renamed away), the protected files read-only mounts
+        pinned = ["--bind", root, "/"]
+        for name in ("etc", *rootfs.HOST_TOP_LEVEL):
+            path = Path(root) / name
+            if name == "etc" or (
+                full_root and (base / name).is_dir() and not (base / name).is_symlink()
+            ):
+                pinned += ["--bind", str(path), f"/{name}"]
+        holder = [
+            "bwrap", *base_view, "--unshare-pid", "--unshare-net", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent",
+        ]  # fmt: skip
+        assignments = {
+            "ROOT": root,
+            "SCRATCH": f"{MOUNT_DIR}/scratch",
+            "SECCOMP": str(seccomp_file()),
+        }
+        arrays = {
+            "HOLDER": holder,
+            "AGENT": head + pinned + protect + system,
+            "JUDGE": head,
+            "BASE_DIRS": base_dirs,
+            "BASE_LINKS": base_links,
+            "PROTECT": protect + system + ["--setenv", "PATH", JUDGE_PATH],
+        }
+        text = "".join(f"{key}={shlex.quote(value)}\n" for key, value in assignments.items())
+        text += "".join(f"{key}=({shlex.join(value)})\n" for key, value in arrays.items())
+        return text
 
     # ------------------------------------------------------------------ control channel
 
@@ -271,6 +381,8 @@ class BwrapSandbox(Sandbox):
         request, self._starting = self._starting, None
         try:
             self._answer(request, self._start_timeout)
+            if not self._holder:
+                self._holder = self._find_holder(self._start_timeout)
             self.shell.setup(self._start_timeout, stty=False)
         except (SandboxError, ShellClosed) as error:
             self.close()
@@ -278,22 +390,43 @@ class BwrapSandbox(Sandbox):
 
     # ------------------------------------------------------------------ Sandbox API
 
-    def run_process(self, argv: Sequence[str], timeout: float) -> ProcessResult:
+    def _run_process(self, argv: Sequence[str], timeout: float) -> ProcessResult:
         limit = f"{max(timeout, 0.1):.3f}"
         code, output = self._control(["run", limit, *argv], timeout + 10.0)
         return ProcessResult(code, output.decode("utf-8", errors="replace"))
 
     def process_ids(self) -> set[int]:
-        return self._cgroup.pids()
+        """The agent's processes: in the sandbox's pid namespace (or deeper), except the
+        holder's two; not the control loop or the bwrap monitors (host pid namespace)."""
+        return {
+            pid
+            for pid in self._cgroup.pids()
+            if pid not in self._holder and namespace_depth(pid) >= 2
+        }
+
+    def _find_holder(self, timeout: float) -> set[int]:
+        """The holder's pid 1 and its ``sleep``, found before the agent's first command
+        (its pid 1 may fork the ``sleep`` a moment after the agent's shell started)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            inside = {pid: _parent(pid) for pid in self._cgroup.pids() if namespace_depth(pid) == 2}
+            init = [pid for pid in inside if namespace_pid(pid) == 1]
+            sleeper = [
+                pid
+                for pid, parent in inside.items()
+                if init and parent == init[0] and _cmdline(pid) == b"sleep\0infinity\0"
+            ]
+            if init and sleeper:
+                return {init[0], sleeper[0]}
+            if time.monotonic() > deadline:
+                raise SandboxError("the sandbox's namespace holder did not start")
+            time.sleep(0.002)
 
     def restart_shell(self) -> None:
         """Kill every process of the agent (from the host: a fork bomb leaves no pid to spare
         inside), background jobs included, and start a new shell; the control loop and the
-        pid-1 reaper stay, and so do the files."""
-        keep = {self._process.pid} | {
-            pid for pid in self._cgroup.pids() if namespace_pid(pid) in (1, 2)
-        }
-        kill_repeatedly(lambda: self._cgroup.pids() - keep)
+        holder stay, and so do the files."""
+        kill_repeatedly(self.process_ids)
         _drain(self._master)
         self.shell.forget()
         self._starting = self._send(["shell"])
@@ -322,6 +455,32 @@ class BwrapSandbox(Sandbox):
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def seccomp_file() -> Path:
+    """The filter program for this machine, written once under the cache directory."""
+    program = seccomp.filter_program()
+    target = rootfs.BASE_CACHE / f"seccomp-{hashlib.sha256(program).hexdigest()[:12]}.bpf"
+    if not target.exists():
+        rootfs.BASE_CACHE.mkdir(parents=True, exist_ok=True)
+        staging = target.with_suffix(f".{os.getpid()}.tmp")
+        staging.write_bytes(program)
+        staging.rename(target)
+    return target
 
 
 def _quiet_terminal(fd: int) -> None:

@@ -146,7 +146,7 @@ class DockerSandbox(Sandbox):
         except ShellClosed as error:
             raise SandboxError(f"the container's shell did not start: {error}") from None
 
-    def run_process(self, argv: Sequence[str], timeout: float) -> ProcessResult:
+    def _run_process(self, argv: Sequence[str], timeout: float) -> ProcessResult:
         command = ["timeout", "-s", "KILL", f"{max(timeout, 0.1):.3f}", *argv]
         try:
             result = self.container.exec_run(command, workdir="/root", stdin=False)
@@ -155,22 +155,23 @@ class DockerSandbox(Sandbox):
         return ProcessResult(int(result.exit_code), result.output.decode("utf-8", errors="replace"))
 
     def process_ids(self) -> set[int]:
-        """Host pids of the container's processes, read from its cgroup. Empty when the
-        engine is not on this host (then pids mean nothing here and nothing is killed
-        from the host)."""
+        """Host pids of the container's processes but its init, read from its cgroup.
+        Empty when the engine is not on this host (then pids mean nothing here and
+        nothing is killed or stopped from the host)."""
         if self._procs_file is None:
             return set()
         try:
-            return {int(pid) for pid in self._procs_file.read_text().split()}
+            pids = {int(pid) for pid in self._procs_file.read_text().split()}
         except OSError:
             return set()
+        return {pid for pid in pids if namespace_pid(pid) not in (1, None)}
 
     def restart_shell(self) -> None:
         """Kill every process but the container's init, background jobs included (from the
         host when the engine is local: a fork bomb leaves no pid for ``docker exec``),
         then start a new shell."""
         if self._procs_file is not None:
-            kill_repeatedly(lambda: {pid for pid in self.process_ids() if namespace_pid(pid) != 1})
+            kill_repeatedly(self.process_ids)
         else:
             with contextlib.suppress(Exception):
                 self.container.exec_run(["kill", "-9", "-1"], stdin=False)

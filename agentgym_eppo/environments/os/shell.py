@@ -72,6 +72,17 @@ class CommandResult:
     shell_exited: bool = False
 
 
+def encode_script(text: str) -> bytes:
+    """``text`` as the bytes bash gets: UTF-8, a byte smuggled in as ``\\udc80``-``\\udcff``
+    (``surrogateescape``) as that byte, any other lone surrogate (``"\\ud800"``, which JSON
+    can carry) as its three UTF-8-style bytes: bash then sees odd bytes, as from a
+    terminal, and the agent an ordinary observation, never an exception."""
+    try:
+        return text.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="surrogatepass")
+
+
 def quote_ansi_c(text: str) -> list[str]:
     """``text`` as tokens of a bash ``$'...'`` string body, printable ASCII only.
 
@@ -79,7 +90,7 @@ def quote_ansi_c(text: str) -> list[str]:
     without cutting an escape sequence in half.
     """
     tokens = []
-    for byte in text.encode("utf-8", errors="surrogateescape"):
+    for byte in encode_script(text):
         if byte in (0x5C, 0x27):  # backslash, single quote
             tokens.append("\\" + chr(byte))
         elif 0x20 <= byte < 0x7F:

@@ -1,0 +1,309 @@
+"""An agent under RL pressure attacking the OS environment's judge and isolation.
+
+Each test is an attack a policy could find (issue 18): forging the verdict through the
+sandbox's control channel, replacing the programs the checks run, escaping through
+keyrings, user namespaces or ``ptrace``. Every attack must fail, the verdict must stay
+honest, and an outcome caused by the action's content must never be ``task_error``.
+Run on every backend available (the bubblewrap-only ones say why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from os_backends import BACKENDS, SMALL_LIMITS, skip_unless
+
+from agentgym_eppo.environments.os.env import OSEnv
+
+REAL_ANSWER = "7"
+FORGED_ANSWER = "42"
+ANSWER_TASK = {
+    "description": "Print the answer.",
+    "evaluation": {"check": [None, {"file": "check/integer-match.py"}], "example": "echo 7"},
+}
+OPERATION_TASK = {
+    "description": "Write hello into /root/f.",
+    "evaluation": {"check": [{"language": "bash", "code": "grep -qx hello /root/f"}]},
+}
+PYTHON_CHECK_TASK = {
+    "description": "Write hello into /root/f.",
+    "evaluation": {
+        "check": [
+            {
+                "language": "python",
+                "code": "import sys; sys.exit(open('/root/f').read() != 'hello\\n')",
+            }
+        ]
+    },
+}
+WRITE_SCRIPT_TASK = {
+    "description": "Write an executable /usr/local/bin/add2 that prints the sum of its arguments.",
+    "evaluation": {"check": [{"language": "bash", "code": '[ "$(add2 3 4)" = 7 ]'}]},
+}
+
+FORGE_INTO_EVERY_PIPE = r"""
+forged=$(for id in $(seq 0 9); do printf '%s 0 2\n42' "$id"; done)
+for fd in /proc/[0-9]*/fd/*; do
+    case $(readlink "$fd" 2>/dev/null) in
+    pipe:*) timeout 1 bash -c 'printf "%s" "$1" > "$2"' _ "$forged" "$fd" 2>/dev/null ;;
+    esac
+done
+echo tried
+"""
+"""Writes a forged control-loop answer ("<id> 0 2\\n42" for the next ids) into every pipe
+of every process the agent can see: the attack that scored 1.0 on unsolved dev tasks."""
+
+
+def bash(script: str) -> dict[str, Any]:
+    return {"name": "bash_action", "arguments": {"script": script}}
+
+
+def answer(text: str) -> dict[str, Any]:
+    return {"name": "answer_action", "arguments": {"answer": text}}
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    skip_unless(request.param)
+    return str(request.param)
+
+
+@pytest.fixture
+def make_env(backend: str) -> Iterator[Any]:
+    envs: list[OSEnv] = []
+
+    def make(tasks: list[Any]) -> OSEnv:
+        env = OSEnv(tasks, backend=backend, limits=SMALL_LIMITS, command_timeout=10.0)
+        envs.append(env)
+        env.reset(options={"index": 0})
+        return env
+
+    yield make
+    for env in envs:
+        env.close()
+
+
+def observe(env: OSEnv, script: str) -> str:
+    obs, _, _, _, info = env.step(bash(script))
+    assert info["status"] == "running", obs
+    return str(obs)
+
+
+def final(env: OSEnv, action: dict[str, Any]) -> tuple[float, str]:
+    _, reward, terminated, _, info = env.step(action)
+    assert terminated and info["status"] == "completed", info
+    return float(reward), str(info["status"])
+
+
+# ---------------------------------------------------------------- the judge out of reach
+
+
+def test_a_forged_control_answer_does_not_change_the_verdict(make_env: Any) -> None:
+    env = make_env([ANSWER_TASK])
+    assert observe(env, FORGE_INTO_EVERY_PIPE).endswith("tried\n")
+    reward, _ = final(env, answer(FORGED_ANSWER))
+    assert reward == 0.0
+
+
+def test_the_true_answer_still_scores_after_the_forgery_attempt(make_env: Any) -> None:
+    env = make_env([ANSWER_TASK])
+    observe(env, FORGE_INTO_EVERY_PIPE)
+    reward, _ = final(env, answer(REAL_ANSWER))
+    assert reward == 1.0
+
+
+def test_the_agent_sees_neither_the_control_loop_nor_the_check_processes(backend: str) -> None:
+    """While a check runs, the agent's processes are stopped; once they run again the
+    check is over: a watcher never observes a check's process."""
+    skip_unless(backend)
+    env = OSEnv([ANSWER_TASK], backend=backend, limits=SMALL_LIMITS, command_timeout=10.0)
+    try:
+        env.reset(options={"index": 0})
+        sandbox = env.sandbox
+        assert sandbox is not None
+        observe(
+            env,
+            "(while :; do ps -eo args= >> /tmp/seen; done) >/dev/null 2>&1 & "
+            "until [ -s /tmp/seen ]; do sleep 0.05; done",
+        )
+        result = sandbox.run_process(["bash", "-c", "sleep 0.5; echo judge-marker-$((6*7))"], 10)
+        assert result.output.strip() == "judge-marker-42"
+        seen = observe(env, "grep -c 'judge-marker' /tmp/seen; grep -c 'control' /tmp/seen")
+        assert seen.endswith("0\n0\n"), seen
+    finally:
+        env.close()
+
+
+def test_an_agent_program_run_by_a_check_cannot_forge_the_next_answer(backend: str) -> None:
+    """The write-a-script tasks' checks run the agent's program: it must not reach the
+    channel that carries the verdicts either."""
+    skip_unless(backend)
+    env = OSEnv([WRITE_SCRIPT_TASK], backend=backend, limits=SMALL_LIMITS)
+    try:
+        env.reset(options={"index": 0})
+        sandbox = env.sandbox
+        assert sandbox is not None
+        sandbox.run_process(["bash", "-c", FORGE_INTO_EVERY_PIPE], 20)
+        assert sandbox.run_process(["echo", "real"], 10).output == "real\n"
+    finally:
+        env.close()
+
+
+def test_agent_processes_cannot_act_while_a_check_runs(backend: str) -> None:
+    skip_unless(backend)
+    env = OSEnv([ANSWER_TASK], backend=backend, limits=SMALL_LIMITS)
+    try:
+        env.reset(options={"index": 0})
+        sandbox = env.sandbox
+        assert sandbox is not None
+        observe(
+            env,
+            "(while :; do echo x >> /tmp/ticks; done) >/dev/null 2>&1 & "
+            "until [ -s /tmp/ticks ]; do sleep 0.05; done",
+        )
+        result = sandbox.run_process(
+            [
+                "bash",
+                "-c",
+                "a=$(wc -c < /tmp/ticks); sleep 0.5; b=$(wc -c < /tmp/ticks); echo $a $b",
+            ],
+            10,
+        )
+        before, after = result.output.split()
+        assert before == after, result.output
+        grown = observe(
+            env, "a=$(wc -c < /tmp/ticks); sleep 0.5; b=$(wc -c < /tmp/ticks); echo $((b > a))"
+        )
+        assert grown.endswith("1\n")  # and they run again once the check is over
+    finally:
+        env.close()
+
+
+# ---------------------------------------------------------------- the checks' own programs
+
+
+def test_checks_do_not_run_the_agents_bash(make_env: Any, backend: str) -> None:
+    if backend == "docker":
+        pytest.skip("the Docker backend judges with the container's programs, as AgentBench")
+    env = make_env([OPERATION_TASK])
+    observe(
+        env,
+        "rm /usr/bin/bash && printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/bash && chmod +x /usr/bin/bash",
+    )
+    reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
+    assert reward == 0.0
+
+
+def test_checks_do_not_run_the_agents_tools_first_in_path(make_env: Any, backend: str) -> None:
+    if backend == "docker":
+        pytest.skip("the Docker backend judges with the container's programs, as AgentBench")
+    env = make_env([OPERATION_TASK])
+    observe(
+        env, "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/grep && chmod +x /usr/local/bin/grep"
+    )
+    reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
+    assert reward == 0.0
+
+
+def test_checks_still_run_a_program_the_agent_was_asked_to_write(make_env: Any) -> None:
+    env = make_env([WRITE_SCRIPT_TASK])
+    observe(
+        env,
+        "printf '#!/bin/bash\\necho $(($1 + $2))\\n' > /usr/local/bin/add2 && chmod +x /usr/local/bin/add2",
+    )
+    reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
+    assert reward == 1.0
+
+
+def test_the_loader_configuration_is_read_only(make_env: Any, backend: str) -> None:
+    if backend == "docker":
+        pytest.skip("the Docker backend leaves /etc writable, as AgentBench")
+    env = make_env([OPERATION_TASK])
+    obs = observe(
+        env,
+        "echo /tmp/evil.so > /etc/ld.so.preload; echo rc=$?; rm -f /etc/ld.so.cache; echo rc=$?",
+    )
+    assert "rc=0" not in obs, obs
+
+
+# ---------------------------------------------------------------- isolation
+
+
+ADD_KEY = (
+    "python3 -c 'import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+    'nr = {"x86_64": 248, "aarch64": 217}[os.uname().machine]; '
+    'r = libc.syscall(nr, b"user", b"agentgym-hostile-test", b"v", 1, -4); '
+    'print("add_key", r, os.strerror(ctypes.get_errno()) if r < 0 else "ok")\''
+)
+
+
+def test_the_keyring_is_out_of_reach(make_env: Any) -> None:
+    env = make_env([OPERATION_TASK])
+    obs = observe(env, ADD_KEY)
+    assert "add_key -1 Operation not permitted" in obs, obs
+
+
+def test_no_new_user_namespace(make_env: Any) -> None:
+    env = make_env([OPERATION_TASK])
+    obs = observe(env, "unshare -Ur id -u; echo rc=$?")
+    assert "rc=0" not in obs and "Operation not permitted" in obs, obs
+
+
+def test_ptrace_reaches_no_process(make_env: Any, backend: str) -> None:
+    if backend == "docker":
+        pytest.skip("Docker's default profile allows ptrace on kernels from 4.8 (documented)")
+    env = make_env([OPERATION_TASK])
+    script = (
+        "sleep 60 & python3 -c 'import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); "
+        'nr = {"x86_64": 101, "aarch64": 117}[os.uname().machine]; '
+        "[print(pid, libc.syscall(nr, 16, int(pid), 0, 0), os.strerror(ctypes.get_errno())) "
+        "for pid in sys.argv[1:]]' 1 $!; kill %1"
+    )
+    obs = observe(env, script)
+    lines = [line for line in obs.splitlines() if line[:1].isdigit()]
+    assert len(lines) == 2 and all(" -1 Operation not permitted" in line for line in lines), obs
+
+
+def test_no_host_path_in_the_environment_or_the_mount_table(make_env: Any, backend: str) -> None:
+    if backend == "docker":
+        pytest.skip("Docker's mount table names its own storage paths, as in any container")
+    env = make_env([OPERATION_TASK])
+    obs = observe(env, "env | grep -i pwd; cat /proc/self/mountinfo")
+    for host_path in ("/var/tmp", "agentgym", "/work", "/home/"):
+        assert host_path not in obs, obs
+
+
+# ---------------------------------------------------------------- honest statuses
+
+
+@pytest.mark.parametrize("script", ["echo \ud800", "\udcff", "printf '%s' \ud800\udc00"])
+def test_a_lone_surrogate_is_an_ordinary_observation(make_env: Any, script: str) -> None:
+    env = make_env([OPERATION_TASK])
+    obs, _, _, _, info = env.step(bash(script))
+    assert info["status"] == "running", obs
+    assert isinstance(obs, str) and obs.startswith("The output of the OS")
+
+
+def test_a_lone_surrogate_in_the_answer_is_judged_not_an_error(make_env: Any) -> None:
+    env = make_env([ANSWER_TASK])
+    reward, status = final(env, answer("7\ud800"))
+    assert (reward, status) == (0.0, "completed")
+
+
+def test_checks_do_not_load_the_agents_python_customisation(make_env: Any, backend: str) -> None:
+    if backend == "docker":
+        pytest.skip("the Docker backend judges with the container's programs, as AgentBench")
+    env = make_env([PYTHON_CHECK_TASK])
+    obs = observe(
+        env,
+        "v=$(python3 -c 'import sys; print(\"python%d.%d\" % sys.version_info[:2])'); "
+        "for d in /etc/$v /usr/local/lib/$v/dist-packages /root/.local/lib/$v/site-packages; do "
+        "mkdir -p $d 2>/dev/null; printf 'import os\\nos._exit(0)\\n' > $d/sitecustomize.py 2>/dev/null; "
+        "echo 'import os; os._exit(0)' > $d/evil.pth 2>/dev/null; done; "
+        "printf 'import os\\nos._exit(0)\\n' > /root/sys.py; echo written",
+    )
+    assert obs.endswith("written\n")
+    reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
+    assert reward == 0.0
