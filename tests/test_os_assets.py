@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -65,8 +66,29 @@ def test_every_family_of_the_generator_is_shipped() -> None:
     )
 
 
-def solve(split: str, indices: range) -> list[tuple[str, bool, str]]:
-    """Solve the tasks at ``indices``; return the failures (sample id, empty passed, obs).
+RANDOM_COMMANDS = (
+    "ls -la",
+    "pwd",
+    "cd /tmp",
+    "cd /var/log",
+    "cd ..",
+    "echo hello",
+    "cat /etc/hostname",
+    "whoami",
+    "ls /root | head -3",
+    "x=3; echo $x",
+    "true",
+    "false",
+    "wc -l /etc/passwd",
+    "mkdir -p /tmp/scratch && cd /tmp/scratch",
+)
+"""Valid commands an agent may run before handing over to the expert (no changes to the
+task's own files)."""
+
+
+def solve(split: str, indices: range, warmup: int = 0) -> list[tuple[str, bool, str]]:
+    """Solve the tasks at ``indices`` (after ``warmup`` random commands); return the
+    failures (sample id, empty passed, obs).
 
     Each worker thread makes and closes its own environment: a bubblewrap sandbox must
     not outlive the thread that started it.
@@ -77,7 +99,10 @@ def solve(split: str, indices: range) -> list[tuple[str, bool, str]]:
         for index in indices:
             env.reset(options={"index": index})
             assert env.sandbox is not None
-            empty_passes = judge(env.record, "", env.sandbox)
+            empty_passes = judge(env.record, "", env.sandbox) if not warmup else False
+            rng = random.Random(index)
+            for script in rng.choices(RANDOM_COMMANDS, k=warmup):
+                env.step({"name": "bash_action", "arguments": {"script": script}})
             while True:
                 obs, reward, terminated, truncated, _ = env.step(env.expert_action())
                 if terminated or truncated:
@@ -89,11 +114,13 @@ def solve(split: str, indices: range) -> list[tuple[str, bool, str]]:
     return failures
 
 
-def solve_every_task(split: str, workers: int = 2) -> None:
+def solve_every_task(split: str, workers: int = 2, warmup: int = 0) -> None:
     skip_unless("bwrap")
     size = len(load_tasks(None, split))
     with ThreadPoolExecutor(workers) as pool:
-        parts = pool.map(lambda start: solve(split, range(start, size, workers)), range(workers))
+        parts = pool.map(
+            lambda start: solve(split, range(start, size, workers), warmup), range(workers)
+        )
         failures = [failure for part in parts for failure in part]
     assert failures == []
 
@@ -101,6 +128,12 @@ def solve_every_task(split: str, workers: int = 2) -> None:
 @pytest.mark.parametrize("split", ["dev", "test"])
 def test_every_shipped_task_is_solvable_and_the_empty_answer_fails(split: str) -> None:
     solve_every_task(split)
+
+
+def test_the_expert_solves_every_dev_task_after_random_commands() -> None:
+    """The expert takes over from whatever state valid commands left (issue 19: it used
+    to answer with the output of any earlier command)."""
+    solve_every_task("dev", warmup=3)
 
 
 @pytest.mark.slow

@@ -120,7 +120,8 @@ class OSEnv(AgentBenchEnv[OSTask]):
         self.root_dir = root_dir
         self.agentbench_output_limit = int(output_limit)
         self._sandbox: Sandbox | None = None
-        self._expert_output: str | None = None
+        self._last_command: str | None = None
+        self._last_output: str | None = None
         self._reserve = SandboxReserve(
             self._new_sandbox, enabled=prestart, threaded=backend == "docker"
         )
@@ -135,7 +136,7 @@ class OSEnv(AgentBenchEnv[OSTask]):
             raise TaskFormatError(
                 f"{record.sample_id}: " + "; ".join(missing.reason for missing in record.missing)
             )
-        self._expert_output = None
+        self._last_command = self._last_output = None
         self._sandbox = self._reserve.take(record.image or self.image)
         try:
             for script in record.init:
@@ -198,7 +199,7 @@ class OSEnv(AgentBenchEnv[OSTask]):
                 notes.append("[the shell exited; a new shell was started]")
         except SandboxError as error:
             raise TaskFailure(f"Task error: the sandbox died: {error}") from None
-        self._expert_output = result.output
+        self._last_command, self._last_output = script, result.output
         text = self._truncate(result.output)
         if notes:
             text = (text + "\n" if text and not text.endswith("\n") else text) + "\n".join(notes)
@@ -226,8 +227,7 @@ class OSEnv(AgentBenchEnv[OSTask]):
 
     def expert_action(self) -> dict[str, Any]:
         """Run the example solution, then answer with its output (see :mod:`.expert`)."""
-        ran_example = self._expert_output is not None and self.turn > 0
-        return expert.expert_action(self.record, self._expert_output if ran_example else None)
+        return expert.expert_action(self.record, self._last_command, self._last_output)
 
     @property
     def sandbox(self) -> Sandbox | None:
