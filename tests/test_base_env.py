@@ -185,7 +185,7 @@ def test_reset_mid_episode_releases_the_previous_episode() -> None:
 
 def test_bad_constructor_and_option_values_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="invalid_action must be"):
-        SecretEnv(invalid_action="ignore")  # type: ignore[arg-type]
+        SecretEnv(invalid_action="ignore")
     with pytest.raises(ValueError, match="split must be one of"):
         SecretEnv().reset(options={"split": "validation"})
     with pytest.raises(IndexError, match=r"index 5 out of range 0..2"):
