@@ -69,7 +69,30 @@ class ToolResult:
 
 
 class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
-    """Base class of every AgentBench task environment (see the module docstring)."""
+    """Base class of every AgentBench task environment (see the module docstring).
+
+    Examples:
+        One KG episode played by the environment's own expert, then an action that is
+        not a tool call (an agent status, with the abort penalty):
+
+        >>> import gymnasium as gym
+        >>> env = gym.make("agentgym_eppo:AgentBench-KG-v0", split="dev")
+        >>> observation, info = env.reset(options={"index": 0})
+        >>> info["task_id"], info["tools"][0]["function"]["name"]
+        ('kg', 'get_relations')
+        >>> done = False
+        >>> while not done:
+        ...     action = env.unwrapped.expert_action()
+        ...     observation, reward, terminated, truncated, info = env.step(action)
+        ...     done = terminated or truncated
+        >>> info["status"], info["success"], reward
+        ('completed', True, 1.0)
+        >>> observation, info = env.reset(options={"index": 0})
+        >>> observation, reward, terminated, truncated, info = env.step("hello")
+        >>> reward, terminated, info["status"]
+        (-0.2, True, 'agent_invalid_action')
+        >>> env.close()
+    """
 
     metadata = {"render_modes": ["ansi"]}  # noqa: RUF012 - gymnasium declares it a plain attribute
 

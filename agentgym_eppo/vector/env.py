@@ -97,6 +97,23 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
         backend_options: keywords of the back-end (``start_method``, ``actor_options``...).
         step_timeout: seconds a step may run before its slot ends as ``task_error`` and
             its worker is replaced (None: no deadline).
+
+    Examples:
+        Two KG and two DB slots in groups of two; an LLM trainer steps only the slots
+        still running (``step_some``), here with an action no task accepts:
+
+        >>> from agentgym_eppo.vector import MultiTaskVectorEnv
+        >>> venv = MultiTaskVectorEnv({"kg": 2, "db": 2}, group_size=2, split="dev",
+        ...                           backend="serial")
+        >>> observations, infos = venv.reset(seed=0)
+        >>> venv.num_envs, list(infos["task_id"])
+        (4, ['kg', 'kg', 'db', 'db'])
+        >>> infos["group"][0] == infos["group"][1]  # a group shares its task instance
+        True
+        >>> [(o.index, o.terminated, o.reward, o.info["status"])
+        ...  for o in venv.step_some([0, 2], ["hello", "hello"])]
+        [(0, True, -0.2, 'agent_invalid_action'), (2, True, -0.2, 'agent_invalid_action')]
+        >>> venv.close()
     """
 
     def __init__(
