@@ -2,13 +2,16 @@
 SIGKILLed at random points resumes to the same result as an uninterrupted one.
 
 Resume: the CPU trainer (``agentgym-eppo train``, a separate process) on a tiny config
-is killed with SIGKILL ten times at random moments (seeded); each restart with
-``resume=true`` continues from the newest complete checkpoint. Checked: every
-checkpoint the interrupted run wrote holds the same pacer (EPPO clip policy) state,
-tracker state, optimizer step and RL step as the uninterrupted run's checkpoint of that
-step; the task iterator needs no state of its own (each step's instances are drawn
-from a sampler reseeded with ``(seed, step)``), so its position is the step, and the
-per-step metrics, which depend on the instances drawn, match. Tolerance: metrics and
+is killed with SIGKILL up to ten times: every other start at a random moment (seeded),
+the others as soon as the run has checkpointed one more RL step, so that kills land
+inside the RL stage whatever the machine's speed (asserted: at least one kill between
+the first and the last RL step); each restart with ``resume=true`` continues from the
+newest complete checkpoint. Checked: every checkpoint the interrupted run wrote holds
+the same pacer (EPPO clip policy) state, tracker state, optimizer step and RL step as
+the uninterrupted run's checkpoint of that step; the task iterator needs no state of
+its own (each step's instances are drawn from a sampler reseeded with ``(seed,
+step)``), so its position is the step, and the per-step metrics, which depend on the
+instances drawn, match. Tolerance: metrics and
 final weights equal to within 1e-6 (absolute), the same process-to-process on one
 machine with one torch thread; pacer states exactly equal.
 """
@@ -233,6 +236,24 @@ def _assert_close(a: Any, b: Any, where: str) -> None:
         assert a == b, where
 
 
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _kill_after_step(process: subprocess.Popen[bytes], run_dir: Path, step: int) -> bool:
+    """SIGKILL ``process`` as soon as ``run_dir`` holds the checkpoint of RL ``step``
+    (polled, up to a deadline); False when the process ended first."""
+    deadline = time.monotonic() + 600
+    while process.poll() is None and time.monotonic() < deadline:
+        if _latest_step(run_dir) >= step:
+            _kill(process)
+            return True
+        time.sleep(0.1)
+    assert process.poll() is not None, f"no checkpoint of step {step} within 600 s"
+    return False
+
+
 @pytest.mark.slow
 def test_a_run_sigkilled_ten_times_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
     straight = tmp_path / "straight"
@@ -243,20 +264,30 @@ def test_a_run_sigkilled_ten_times_resumes_to_the_uninterrupted_result(tmp_path:
     interrupted = tmp_path / "interrupted"
     rng = random.Random(10)
     resumed_from: list[int] = []
-    for _ in range(KILLS):
+    killed_after: list[int] = []  # the newest complete RL step when each kill landed
+    for attempt in range(KILLS):
         resumed_from.append(_latest_step(interrupted))
         process = _train(interrupted, resume=True)
-        delay = rng.uniform(0.2, 0.5) * full_run_s
-        try:
-            process.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        if attempt % 2 and resumed_from[-1] + 1 < RL_STEPS:
+            # one more RL step done and the next one running: the kill lands mid-RL
+            killed = _kill_after_step(process, interrupted, resumed_from[-1] + 1)
+        else:
+            try:
+                process.wait(timeout=rng.uniform(0.2, 0.5) * full_run_s)
+                killed = False
+            except subprocess.TimeoutExpired:
+                _kill(process)
+                killed = True
+        if killed:
+            killed_after.append(_latest_step(interrupted))
         if _latest_step(interrupted) == RL_STEPS:
             break
     if _latest_step(interrupted) < RL_STEPS or not (interrupted / "metrics.jsonl").exists():
         _finish(_train(interrupted, resume=True))
     assert len(resumed_from) >= 3 and resumed_from == sorted(resumed_from)
+    assert any(1 <= step < RL_STEPS for step in killed_after), (
+        f"no kill landed inside the RL stage (newest step at each kill: {killed_after})"
+    )
 
     ours, theirs = _states(interrupted), _states(straight)
     assert sorted(ours) == sorted(theirs) == list(range(1, RL_STEPS + 1))
