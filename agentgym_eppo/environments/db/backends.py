@@ -69,7 +69,7 @@ size is checked after every statement that is not a query, and an episode past i
 ends as ``agent_invalid_action``."""
 _STORAGE_CHECK_SECONDS = 0.05
 """Servers: the episode's size is read once its writing statements have run this long
-since the last reading (MariaDB's catalogue query costs ~15 ms with many databases)."""
+since the last reading (the catalogue query costs 3-15 ms on MariaDB)."""
 _STORAGE_MESSAGE = (
     "the episode's database grew past {:,} MiB, more than an episode may write; the episode ends"
 )
