@@ -9,9 +9,12 @@ Measured at the shipped size (5,200 products) and at 50,000 generated products:
 * environment steps per second (expert episodes, and a random clicker);
 * start-up (a fresh process: import, load the catalog, build the index, first reset)
   and its peak memory, next to the original WebShop's published needs;
+* the rewards of the expert (every shipped goal) and of a seeded random clicker (the
+  test split), with WebShop's reward as ported in ``reward.py``;
 * the noun extractor against spaCy, when a spaCy English pipeline is importable
   (``en_core_web_lg``, ``en_core_web_sm`` or a package providing one): how often the
-  reward differs on (goal, product) pairs.
+  reward differs on (goal, product) pairs, and the title scores of WebShop's own
+  ``test_goal.py`` cases under both.
 
 Writes ``benchmarks/results/webshop.md``.
 """
@@ -30,7 +33,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from rank_bm25 import BM25Okapi
@@ -111,28 +114,104 @@ def compare_search(catalog: Catalog, queries: list[str], baseline_queries: int) 
     }
 
 
+def random_action(env: WebShopEnv, rng: random.Random) -> str:
+    """The random clicker: search three words of the instruction where it can, else
+    click one of the page's clickables."""
+    actions = env.available_actions()
+    clickables = [c for c in cast(list[str], actions["clickables"]) if c != "search"]
+    if actions["has_search_bar"] or not clickables:
+        return f"search[{' '.join(rng.sample(env.record.instruction.split(), 3))}]"
+    return f"click[{rng.choice(clickables)}]"
+
+
+def play(
+    env: WebShopEnv, index: int, policy: str, rng: random.Random
+) -> tuple[int, float, dict[str, Any]]:
+    """One episode on goal ``index``: ``(steps, reward, last info)``."""
+    env.reset(options={"index": index})
+    steps = 0
+    while True:
+        action = env.expert_action() if policy == "expert" else random_action(env, rng)
+        _, reward, terminated, truncated, info = env.step(action)
+        steps += 1
+        if terminated or truncated:
+            return steps, float(reward), info
+
+
 def steps_per_second(env: WebShopEnv, episodes: int, policy: str) -> float:
     rng = random.Random(0)
     steps = 0
     start = time.perf_counter()
     for index in range(episodes):
-        env.reset(options={"index": index % env.num_tasks})
-        while True:
-            if policy == "expert":
-                action: Any = env.expert_action()
-            else:
-                actions = env.available_actions()
-                clickables = [c for c in actions["clickables"] if c != "search"]  # type: ignore[union-attr]
-                action = (
-                    f"search[{' '.join(rng.sample(env.record.instruction.split(), 3))}]"
-                    if actions["has_search_bar"] or not clickables
-                    else f"click[{rng.choice(clickables)}]"
-                )
-            _, _, terminated, truncated, _ = env.step(action)
-            steps += 1
-            if terminated or truncated:
-                break
+        steps += play(env, index % env.num_tasks, policy, rng)[0]
     return steps / (time.perf_counter() - start)
+
+
+def reward_figures() -> dict[str, dict[str, Any]]:
+    """Mean reward of the expert on every shipped goal and of the random clicker on
+    the test split (seeded), with how the clicker's episodes end."""
+    rows: dict[str, dict[str, Any]] = {}
+    expert = [
+        play(env, index, "expert", random.Random(0))[1]
+        for split in ("train", "dev", "test")
+        for env in [WebShopEnv(split=split)]
+        for index in range(env.num_tasks)
+    ]
+    rows["expert, all 1,400 shipped goals"] = {
+        "episodes": len(expert),
+        "mean_reward": statistics.mean(expert),
+        "mean_score": statistics.mean(expert),
+        "score_one": sum(r == 1.0 for r in expert) / len(expert),
+        "bought": 1.0,
+        "mean_score_when_bought": statistics.mean(expert),
+    }
+    env, rng = WebShopEnv(split="test"), random.Random(0)
+    outcomes = [play(env, index, "random", rng) for index in range(env.num_tasks)]
+    bought = [info["score"] for _, _, info in outcomes if info["status"] == "completed"]
+    rows["random clicker, test split"] = {
+        "episodes": len(outcomes),
+        "mean_reward": statistics.mean(reward for _, reward, _ in outcomes),
+        "mean_score": sum(bought) / len(outcomes),
+        "score_one": sum(score == 1.0 for score in bought) / len(outcomes),
+        "bought": len(bought) / len(outcomes),
+        "mean_score_when_bought": statistics.mean(bought) if bought else 0.0,
+    }
+    return rows
+
+
+WEBSHOP_TITLE_CASES = (
+    (
+        "Mens D.O.N. Issue 2 Gca Basketball Sneakers Shoes Casual - Off White",
+        "PEAK High Top Mens Basketball Shoes Lou Williams Streetball Master Breathable Non "
+        "Slip Outdoor Sneakers",
+        "0.333 +- 0.01",
+    ),
+    (
+        "Saireed UL Listed 2 Prong Power Cord for JBL Bar 3.1 Bar 2.1 Channel 4K Ultra HD "
+        "Soundbar Home Theater System Subwoofer",
+        "BRST AC Power Cord Outlet Socket Cable Plug Lead for Panasonic SC-HT830V DVD/VCR "
+        "Combo Home Theater System",
+        "0.3 +- 0.01",
+    ),
+    (
+        "Saireed UL Listed 2 Prong Power Cord for JBL Bar 3.1 Bar 2.1 Channel 4K Ultra HD Soundbar",
+        "BRST AC Power Cord Outlet Socket Cable Plug Lead for Panasonic SC-HT830V DVD/VCR "
+        "Combo Home Theater System",
+        "0.15 +- 0.01",
+    ),
+    (
+        "Rusticware 921ORB Kitchen and Bath Cabinet Knob",
+        "Minkissy 2pcs Stainless Steel Eyebrow Tweezers Blackhead Acne Remover Portable "
+        "Makeup Tweezers (Silver)",
+        "< 0.05",
+    ),
+)
+"""WebShop's ``test_get_type_reward`` title cases: (goal name, purchased name, expected)."""
+
+
+def title_score(goal_name: str, purchased_name: str, nouns: Callable[[str], list[str]]) -> float:
+    desired = nouns(goal_name)
+    return len(set(nouns(purchased_name)) & set(desired)) / len(desired) if desired else 0.2
 
 
 STARTUP_SCRIPT = """
@@ -184,6 +263,10 @@ def noun_extractor_difference(env: WebShopEnv) -> dict[str, Any] | None:
     titles = [product.title for product in products[:2000]]
     same_nouns = statistics.mean(set(spacy(t)) == set(heuristic_nouns(t)) for t in titles)
     result: dict[str, Any] = {"model": name, "titles": len(titles), "same_noun_set": same_nouns}
+    result["webshop_cases"] = [
+        (expected, title_score(goal, bought, heuristic_nouns), title_score(goal, bought, spacy))
+        for goal, bought, expected in WEBSHOP_TITLE_CASES
+    ]
     samplers = {
         "top-10 results of the goal's search": lambda record: site.engine.search(
             record.search_query, 10
@@ -252,9 +335,11 @@ def main() -> None:
         "shipped": startup(),
         "50k": startup(str(catalog_path), str(goals_path)),
     }
+    print("rewards", flush=True)
+    rewards = reward_figures()
     print("nouns", flush=True)
     nouns = noun_extractor_difference(small_env)
-    write_report(search_rows, step_rows, startup_rows, nouns, generate_seconds)
+    write_report(search_rows, step_rows, startup_rows, rewards, nouns, generate_seconds)
     for path in tmp.iterdir():
         path.unlink()
     tmp.rmdir()
@@ -264,6 +349,7 @@ def write_report(
     search_rows: list[dict[str, Any]],
     step_rows: dict[str, tuple[float, float]],
     startup_rows: dict[str, tuple[float, float]],
+    rewards: dict[str, dict[str, Any]],
     nouns: dict[str, Any] | None,
     generate_seconds: float,
 ) -> None:
@@ -274,7 +360,7 @@ def write_report(
         "",
         f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. "
         f"Machine: {platform.machine()}, {cpu_model()}, 2 cores shared with other work; "
-        f"Python {platform.python_version()}, {tantivy.__version__.split(',')[0]} (tantivy-py), "
+        f"Python {platform.python_version()}, {getattr(tantivy, '__version__', '?').split(',')[0]} (tantivy-py), "
         "rank_bm25 0.2.2. Medians of 3 runs unless noted. "
         "Run: `python -m benchmarks.run webshop`.",
         "",
@@ -323,6 +409,26 @@ def write_report(
         "WebShop worker needs ~16 GB and minutes to start); they are not measured here "
         "(its pins do not install on Python 3.11 and its data is a separate download).",
         "",
+        "## Rewards of the expert and of a random clicker",
+        "",
+        "WebShop's reward as ported in `reward.py` (WebShop 64fa2a5's `get_reward`). The "
+        "clicker searches three random words of the instruction where it can, else clicks a "
+        "random clickable (seed 0). Mean reward is the environment's (an episode that "
+        "reaches the 20-turn limit gets the abort penalty); mean score is WebShop's score "
+        "(0 when nothing was bought).",
+        "",
+        "| policy | episodes | mean reward | mean score | score 1.0 | bought "
+        "| mean score when bought |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, row in rewards.items():
+        lines.append(
+            f"| {label} | {row['episodes']:,} | {row['mean_reward']:.3f} "
+            f"| {row['mean_score']:.3f} | {row['score_one']:.1%} | {row['bought']:.1%} "
+            f"| {row['mean_score_when_bought']:.3f} |"
+        )
+    lines += [
+        "",
         "## Noun extractor vs spaCy (type reward)",
         "",
     ]
@@ -332,8 +438,10 @@ def write_report(
         )
     else:
         lines += [
-            f"Reference: spaCy 3.8 pipeline `{nouns['model']}` (WebShop uses `en_core_web_lg`, "
-            "which is not installable here; the small pipeline is the closest available). "
+            f"Reference: spaCy 3.8 pipeline `{nouns['model']}`. WebShop 64fa2a5's `goal.py` "
+            "loads spaCy 3.3's `en_core_web_sm` and AgentBench's build patches it to "
+            "`en_core_web_lg`; neither is installable here, and spaCy 3.8's small pipeline "
+            "is the closest available. "
             f"Same noun set on {nouns['same_noun_set']:.1%} of {nouns['titles']} shipped titles.",
             "",
             "| (goal, purchased product) pairs | pairs | reward differs | r_type differs "
@@ -346,6 +454,16 @@ def write_report(
                 f"| {label} | {row['pairs']:,} | {row['reward_differs']:.1%} "
                 f"| {row['r_type_differs']:.1%} | {row['mean_abs_difference']:.4f} |"
             )
+        lines += [
+            "",
+            "WebShop's own `test_get_type_reward` title cases (its expected values came from "
+            "the spaCy it ran then):",
+            "",
+            "| WebShop expects | download-free | spaCy 3.8 |",
+            "|---|---:|---:|",
+        ]
+        for expected, ours, theirs in nouns["webshop_cases"]:
+            lines.append(f"| {expected} | {ours:.3f} | {theirs:.3f} |")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text("\n".join(lines) + "\n")
     print(RESULTS.read_text())

@@ -1,8 +1,11 @@
 """The nouns of a product title, without a language model download.
 
-WebShop's type reward compares the nouns (``NOUN``/``PROPN``) that spaCy's
-``en_core_web_lg`` finds in the goal's and the purchased product's titles. That model is
-a separate download that cannot be installed here, so this module approximates it:
+WebShop's type reward compares the nouns (``NOUN``/``PROPN``) that a spaCy English
+pipeline finds in the goal's and the purchased product's titles. At the commit AgentBench
+builds (64fa2a5), WebShop's ``goal.py`` loads ``en_core_web_sm``; AgentBench's Docker
+build then patches that line to ``en_core_web_lg`` (its ``webshop.patch``), so
+AgentBench's scores come from the large pipeline. Both are separate downloads (spaCy
+3.3's, which WebShop pins, are not on PyPI), so this module approximates them:
 product titles are written in title case, and spaCy tags nearly every capitalised
 word of a title as a proper noun; what it leaves out are the closed-class words
 (prepositions, determiners, conjunctions, pronouns, auxiliaries, particles), numbers,
@@ -66,6 +69,9 @@ def _heuristic_nouns(title: str) -> tuple[str, ...]:
 
 def spacy_nouns(model: str = "en_core_web_lg") -> NounExtractor:
     """WebShop's own extractor, for users who have a spaCy English model installed.
+
+    The default is the pipeline AgentBench runs (``en_core_web_lg``); WebShop's own
+    code at that commit names ``en_core_web_sm``.
 
     Raises ``OSError`` (spaCy's) when the model is absent; ``model`` may also be the
     name of an importable package that provides a spaCy pipeline (``load()``).
