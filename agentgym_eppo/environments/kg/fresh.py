@@ -24,6 +24,7 @@ def _shipped_graph() -> MiniFreebase:
     return build_graph(GraphConfig(), SHIPPED_GRAPH_SEED)
 
 
+ID_FIELD = "qid"  # where a row keeps its sample id
 SPLIT_FILE = "{split}.jsonl.gz"  # the shipped split files under assets/kg/
 
 
