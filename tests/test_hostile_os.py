@@ -270,7 +270,11 @@ def test_no_host_path_in_the_environment_or_the_mount_table(make_env: Any, backe
     if backend == "docker":
         pytest.skip("Docker's mount table names its own storage paths, as in any container")
     env = make_env([OPERATION_TASK])
-    obs = observe(env, "env | grep -i pwd; cat /proc/self/mountinfo")
+    obs = observe(
+        env,
+        "env | grep -i pwd; cat /proc/self/mountinfo; "
+        "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; cat $p/mountinfo; done 2>/dev/null",
+    )
     for host_path in ("/var/tmp", "agentgym", "/work", "/home/"):
         assert host_path not in obs, obs
 

@@ -148,6 +148,7 @@ class Sandbox(abc.ABC):
         sandbox goes on as before. Where the backend cannot see the agent's processes
         (a remote Docker engine) the check runs beside them, as in AgentBench.
         """
+        self.ensure_ready()  # a sandbox still booting does not know its own processes yet
         stopped = stop_repeatedly(self.process_ids)
         try:
             return self._run_process(argv, timeout)
@@ -176,6 +177,11 @@ class Sandbox(abc.ABC):
         """Host pids of the agent's processes in the sandbox (for the host-side kill on
         timeouts and the stop while a check runs); not the backend's own."""
 
+    def pids_snapshot(self) -> set[int]:
+        """A cheap superset of :meth:`process_ids` (taken before every command, so that
+        a timeout kills only what the command started)."""
+        return self.process_ids()
+
     def run_command(self, script: str, timeout: float) -> CommandResult:
         """Run ``script`` in the agent's shell; raises :class:`SandboxError` if the sandbox died.
 
@@ -184,7 +190,7 @@ class Sandbox(abc.ABC):
         the shell, the task's background process and earlier ``&`` jobs are kept.
         """
         self.ensure_ready()
-        before = self.process_ids()
+        before = self.pids_snapshot()
         try:
             return self.shell.run(
                 script, timeout, lambda: kill_repeatedly(lambda: self.process_ids() - before)

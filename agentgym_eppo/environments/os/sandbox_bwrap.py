@@ -98,6 +98,7 @@ MOUNT_DIR = rootfs.BASE_CACHE / "mnt"
 CONTROL_LOOP = r"""
 exec 2>/dev/null
 LC_ALL=C
+unset OLDPWD  # the launcher's host directory, else visible in /proc/1/environ
 ulimit -f "$1"
 nonce=$2
 exec 5< <(exec "${HOLDER[@]}" --info-fd 6 -- sleep infinity 6>&1 >/dev/null </dev/null 3>&-)
@@ -403,6 +404,9 @@ class BwrapSandbox(Sandbox):
             for pid in self._cgroup.pids()
             if pid not in self._holder and namespace_depth(pid) >= 2
         }
+
+    def pids_snapshot(self) -> set[int]:
+        return self._cgroup.pids()  # no /proc reads per pid: every command takes one
 
     def _find_holder(self, timeout: float) -> set[int]:
         """The holder's pid 1 and its ``sleep``, found before the agent's first command
