@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from vector_test_envs import GUESS
 
+from agentgym_eppo.adapters.trl import trl_environment_class
 from agentgym_eppo.registration import ENVIRONMENTS
 from agentgym_eppo.vector import EXPERT_ACTION, MultiTaskVectorEnv
 from agentgym_eppo.wrappers import (
@@ -25,7 +26,6 @@ from agentgym_eppo.wrappers import (
     VectorEpisodeMonitor,
     read_trajectories,
 )
-from agentgym_eppo.wrappers.trl import trl_environment_class
 
 # The fast, self-contained tasks first; a few tasks at most keep this file quick.
 PREFERRED = ("db", "kg", "os", "webshop", "alfworld")

@@ -19,9 +19,9 @@ import pytest
 import yaml
 from vector_test_envs import COUNT, GUESS
 
-from agentgym_eppo.wrappers import openrlhf as openrlhf_adapter
-from agentgym_eppo.wrappers import verl as verl_adapter
-from agentgym_eppo.wrappers.skyrl import AgentGymTextEnv, register_skyrl_env
+from agentgym_eppo.adapters import openrlhf as openrlhf_adapter
+from agentgym_eppo.adapters import verl as verl_adapter
+from agentgym_eppo.adapters.skyrl import AgentGymTextEnv, register_skyrl_env
 
 HAS_SKYRL = importlib.util.find_spec("skyrl_gym") is not None
 HAS_VERL = importlib.util.find_spec("verl") is not None
@@ -137,7 +137,7 @@ def test_verl_tool_config_and_rows_follow_verls_formats(tmp_path: Path) -> None:
     verl_adapter.write_verl_tool_config(str(path), [GUESS, COUNT])
     tools = yaml.safe_load(path.read_text())["tools"]
     assert [t["tool_schema"]["function"]["name"] for t in tools] == ["say", "wait", "die"] * 2
-    assert tools[0]["class_name"] == "agentgym_eppo.wrappers.verl.AgentGymTool"
+    assert tools[0]["class_name"] == "agentgym_eppo.adapters.verl.AgentGymTool"
     assert tools[3]["config"] == {"type": "native", "task": COUNT, "env_kwargs": {}}
     (row,) = verl_adapter.verl_rows(GUESS, [2])
     assert row["prompt"][1] == {"role": "user", "content": "Guess the word of guess-train-2."}

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 from transformers.utils import get_json_schema  # noqa: E402
 from vector_test_envs import COUNT, GUESS  # noqa: E402
 
-from agentgym_eppo.wrappers.trl import (  # noqa: E402
+from agentgym_eppo.adapters.trl import (  # noqa: E402
     build_multitask_dataset,
     trl_environment_class,
     trl_environment_factories,

@@ -1,4 +1,4 @@
-"""Gymnasium wrappers and adapters for third-party RL libraries.
+"""Gymnasium wrappers: chat, tool-call formats, recording and statistics.
 
 Wrappers: :class:`ChatHistory` (observations as chat messages), tool-call formats
 (:class:`HermesFormat`, :class:`ReActFormat`, :class:`ToolCallFormatWrapper`),
@@ -6,10 +6,8 @@ AgentBench's opening messages (:func:`agentbench_messages`), trajectory recordin
 (:class:`TrajectoryRecorder`, :class:`VectorEpisodeMonitor`) and per-task statistics
 (:class:`TaskStatistics`, :class:`EpisodeStatistics`).
 
-Adapters (each in its own module, imported on use so that no optional library is
-needed here): ``wrappers.trl`` (TRL ``GRPOTrainer``), ``wrappers.verl`` (verl
-``BaseTool``), ``wrappers.skyrl`` (SkyRL-gym ``BaseTextEnv``), ``wrappers.openrlhf``
-(OpenRLHF agent instance), and :class:`OpenAIToolsView` for any OpenAI-compatible client.
+:class:`OpenAIToolsView` serves any OpenAI-compatible client. The adapters for TRL,
+verl, SkyRL and OpenRLHF live in :mod:`agentgym_eppo.adapters`.
 """
 
 from .chat import ChatHistory, MessageList

@@ -3,9 +3,9 @@ OpenAI-compatible chat API takes them, so any agent framework can drive it.
 
 >>> view = OpenAIToolsView("db")
 >>> messages, tools = view.reset(index=0)
->>> reply = client.chat.completions.create(model=..., messages=messages, tools=tools)
->>> messages = view.respond(reply.choices[0].message.model_dump())   # appends the results
->>> view.done, view.reward
+>>> reply = client.chat.completions.create(model=..., messages=messages, tools=tools)  # doctest: +SKIP
+>>> messages = view.respond(reply.choices[0].message.model_dump())  # doctest: +SKIP
+>>> view.done, view.reward  # doctest: +SKIP
 
 Every ``tool_calls`` entry of an assistant message is answered by a ``tool`` message
 with its ``tool_call_id`` (the API requires it). AgentBench allows one call per turn,

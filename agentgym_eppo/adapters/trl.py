@@ -8,7 +8,7 @@ any of our envs, one method per tool, so that
 
 >>> factories = trl_environment_factories(["db", "kg"])
 >>> dataset = build_multitask_dataset(["db", "kg"], rows=256)
->>> GRPOTrainer(model, args=..., train_dataset=dataset, environment_factory=factories)
+>>> GRPOTrainer(model, args=..., train_dataset=dataset, environment_factory=factories)  # doctest: +SKIP
 
 trains on both tasks, interleaved as in AgentRL (each row names its ``environment`` and
 ``task_index``). A rollout that stops without finishing the task is ended with
@@ -24,8 +24,7 @@ from typing import Any
 
 from agentgym_eppo.core import ToolSpec
 from agentgym_eppo.vector.sampling import interleaved_schedule
-
-from .session import EpisodeSession, make_env
+from agentgym_eppo.wrappers.session import EpisodeSession, make_env
 
 _JSON_TO_PYTHON: dict[str, type] = {
     "string": str,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .session import EpisodeSession
+from agentgym_eppo.wrappers.session import EpisodeSession
 
 try:
     from skyrl_gym.envs.base_text_env import BaseTextEnv as _SkyRLBase

@@ -10,7 +10,7 @@ generation until ``done``. Each step returns ``rewards``/``scores`` (tensors),
 ``{"task": "db", "task_index": 3}``, or ``"db:3"``), and wraps each tool output as a
 ChatML tool response followed by the next assistant header, so the model continues
 in its own chat format. Point OpenRLHF at this file (``--agent_func_path
-path/to/agentgym_eppo/wrappers/openrlhf.py``): it defines ``AgentExecutor``.
+path/to/agentgym_eppo/adapters/openrlhf.py``): it defines ``AgentExecutor``.
 
 Without OpenRLHF installed (it is not a dependency: it pins its own torch and vLLM)
 the classes derive from stand-ins with the same interface.

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
-from .session import EpisodeSession, make_env
+from agentgym_eppo.wrappers.session import EpisodeSession, make_env
 
 try:
     from verl.tools.base_tool import BaseTool as _VerlBase
