@@ -17,10 +17,10 @@ from vector_test_envs import COUNT, GUESS, say
 
 from agentgym_eppo.core import Status
 from agentgym_eppo.vector import (
-    EnvSpec,
     InstanceStream,
     MultiTaskVectorEnv,
     StepOutcome,
+    SubEnvSpec,
     WorkerError,
     interleaved_schedule,
 )
@@ -340,7 +340,7 @@ def test_close_leaves_no_process_sandbox_or_temp_dir_behind() -> None:
 def test_env_spec_accepts_a_factory() -> None:
     from vector_test_envs import CountEnv
 
-    venv = MultiTaskVectorEnv([EnvSpec(CountEnv, {"max_turns": 1})], backend="serial")
+    venv = MultiTaskVectorEnv([SubEnvSpec(CountEnv, {"max_turns": 1})], backend="serial")
     try:
         _, info = venv.reset_some([0])[0][1:]
         assert info["task_id"] == "count" and info["max_turns"] == 1

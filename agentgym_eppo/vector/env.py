@@ -44,7 +44,7 @@ from gymnasium.vector.utils import batch_space
 
 from agentgym_eppo.core import Status, UnicodeText
 
-from .host import EnvSpec, Reply, Request
+from .host import Reply, Request, SubEnvSpec
 from .layout import SlotsSpec, slot_specs
 from .outcome import StepOutcome
 from .sampling import InstanceStream
@@ -86,7 +86,7 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
     Args:
         tasks: ``{task_id or env id: number of slots}`` (groups of the tasks
             interleaved), or a list with one entry per slot: an env id, an
-            ``(env_id, kwargs)`` pair or an :class:`EnvSpec`.
+            ``(env_id, kwargs)`` pair or a :class:`SubEnvSpec`.
         group_size: G; consecutive groups of G slots share each task instance (GRPO).
         split: the task split every sub-env loads.
         env_kwargs: constructor keywords per task (key as in ``tasks``).
@@ -142,7 +142,7 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
         self.metadata = {"autoreset_mode": mode, "render_modes": []}
         self.group_size = int(group_size)
         self.backend = backend
-        self.specs: list[EnvSpec] = slot_specs(tasks, self.group_size, split, env_kwargs)
+        self.specs: list[SubEnvSpec] = slot_specs(tasks, self.group_size, split, env_kwargs)
         self.num_envs = len(self.specs)
         self.single_observation_space = UnicodeText()
         self.single_action_space = UnicodeText()

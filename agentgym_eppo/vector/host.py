@@ -36,9 +36,12 @@ action taken comes back as ``info["expert_action"]``."""
 
 
 @dataclass(frozen=True)
-class EnvSpec:
+class SubEnvSpec:
     """How to build one sub-environment: a Gymnasium id (``module:Id`` imports the
-    module first, as ``gym.make`` does) or a picklable factory, plus keyword arguments."""
+    module first, as ``gym.make`` does) or a picklable factory, plus keyword arguments.
+
+    Not Gymnasium's ``EnvSpec`` (a registry entry): this is one slot's recipe, and is
+    named apart so that the two never shadow each other in an import."""
 
     env_id: str | Callable[..., gym.Env[Any, Any]]
     kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -80,7 +83,7 @@ class Reply:
 class EnvHost:
     """Sub-environments of some slots, and the dispatcher of requests to them."""
 
-    def __init__(self, specs: Mapping[int, EnvSpec], temp_dir: str | None = None) -> None:
+    def __init__(self, specs: Mapping[int, SubEnvSpec], temp_dir: str | None = None) -> None:
         if temp_dir is not None:
             # Everything the envs put in temp files lands in a folder the vector env
             # removes, even when this worker is killed before it can clean up.

@@ -12,9 +12,9 @@ from typing import Any
 
 from agentgym_eppo.registration import ENVIRONMENTS, env_id_for
 
-from .host import EnvSpec
+from .host import SubEnvSpec
 
-SlotsSpec = Mapping[str, int] | Sequence[str | tuple[str, Mapping[str, Any]] | EnvSpec]
+SlotsSpec = Mapping[str, int] | Sequence[str | tuple[str, Mapping[str, Any]] | SubEnvSpec]
 
 
 def resolve_env_id(name: str) -> str:
@@ -27,15 +27,15 @@ def slot_specs(
     group_size: int,
     split: str,
     env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
-) -> list[EnvSpec]:
-    """One :class:`EnvSpec` per slot; ``split`` and ``env_kwargs[name]`` go to each env."""
+) -> list[SubEnvSpec]:
+    """One :class:`SubEnvSpec` per slot; ``split`` and ``env_kwargs[name]`` go to each env."""
     if group_size < 1:
         raise ValueError(f"group_size must be at least 1, got {group_size}")
     env_kwargs = dict(env_kwargs or {})
     if isinstance(tasks, Mapping):
         names = _interleave_groups(tasks, group_size)
         entries: list[tuple[str, Mapping[str, Any]]] = [(n, env_kwargs.get(n, {})) for n in names]
-        specs = [EnvSpec(resolve_env_id(n), {"split": split, **kw}) for n, kw in entries]
+        specs = [SubEnvSpec(resolve_env_id(n), {"split": split, **kw}) for n, kw in entries]
     else:
         specs = [_entry_spec(entry, split, env_kwargs) for entry in tasks]
     if not specs:
@@ -77,15 +77,19 @@ def _interleave_groups(tasks: Mapping[str, int], group_size: int) -> list[str]:
 
 
 def _entry_spec(
-    entry: str | tuple[str, Mapping[str, Any]] | EnvSpec,
+    entry: str | tuple[str, Mapping[str, Any]] | SubEnvSpec,
     split: str,
     env_kwargs: Mapping[str, Mapping[str, Any]],
-) -> EnvSpec:
-    if isinstance(entry, EnvSpec):
+) -> SubEnvSpec:
+    if isinstance(entry, SubEnvSpec):
         return entry
     if isinstance(entry, str):
-        return EnvSpec(resolve_env_id(entry), {"split": split, **env_kwargs.get(entry, {})})
+        return SubEnvSpec(resolve_env_id(entry), {"split": split, **env_kwargs.get(entry, {})})
     if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str):
         name, kwargs = entry
-        return EnvSpec(resolve_env_id(name), {"split": split, **env_kwargs.get(name, {}), **kwargs})
-    raise TypeError(f"a slot is an env id, an (env_id, kwargs) pair or an EnvSpec, got {entry!r}")
+        return SubEnvSpec(
+            resolve_env_id(name), {"split": split, **env_kwargs.get(name, {}), **kwargs}
+        )
+    raise TypeError(
+        f"a slot is an env id, an (env_id, kwargs) pair or a SubEnvSpec, got {entry!r}"
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..host import EnvSpec
+from ..host import SubEnvSpec
 from .base import Event, WorkerError, WorkerLost, WorkerPool
 from .serial import SerialPool
 from .subprocess import SubprocessPool
@@ -14,7 +14,7 @@ BACKENDS = ("serial", "subprocess", "ray")
 
 
 def make_pool(
-    backend: str, specs: Sequence[EnvSpec], envs_per_worker: int = 1, **options: Any
+    backend: str, specs: Sequence[SubEnvSpec], envs_per_worker: int = 1, **options: Any
 ) -> WorkerPool:
     """The pool of ``backend``; ``options`` go to its constructor (e.g. ``start_method``
     for subprocesses, ``actor_options``/``num_cpus`` for Ray)."""

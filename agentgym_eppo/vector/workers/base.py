@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..host import EnvSpec, Reply, Request
+from ..host import Reply, Request, SubEnvSpec
 from .leftovers import make_root
 
 
@@ -44,7 +44,7 @@ class WorkerPool(abc.ABC):
 
     name: str = "base"
 
-    def __init__(self, specs: Sequence[EnvSpec], envs_per_worker: int = 1) -> None:
+    def __init__(self, specs: Sequence[SubEnvSpec], envs_per_worker: int = 1) -> None:
         if envs_per_worker < 1:
             raise ValueError(f"envs_per_worker must be at least 1, got {envs_per_worker}")
         self.specs = list(specs)
@@ -85,7 +85,7 @@ class WorkerPool(abc.ABC):
         if self._remove_root is not None:
             self._remove_root()
 
-    def specs_of(self, worker: int) -> dict[int, EnvSpec]:
+    def specs_of(self, worker: int) -> dict[int, SubEnvSpec]:
         return {slot: self.specs[slot] for slot in self.worker_slots[worker]}
 
     @abc.abstractmethod

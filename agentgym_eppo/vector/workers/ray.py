@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..host import EnvHost, EnvSpec, Reply, Request
+from ..host import EnvHost, Reply, Request, SubEnvSpec
 from .base import Event, WorkerError, WorkerLost, WorkerPool
 
 _START_TIMEOUT_S = 120.0
@@ -45,7 +45,7 @@ def start_local_ray(num_cpus: int | None) -> None:
 class _ActorHost:
     """The actor's body: an EnvHost plus the process id (for fault injection)."""
 
-    def __init__(self, specs: Mapping[int, EnvSpec], temp_dir: str) -> None:
+    def __init__(self, specs: Mapping[int, SubEnvSpec], temp_dir: str) -> None:
         os.makedirs(temp_dir, exist_ok=True)
         self.host = EnvHost(specs, temp_dir=temp_dir)
 
@@ -70,7 +70,7 @@ class RayPool(WorkerPool):
 
     def __init__(
         self,
-        specs: Sequence[EnvSpec],
+        specs: Sequence[SubEnvSpec],
         envs_per_worker: int = 1,
         actor_options: Mapping[str, Any] | None = None,
         num_cpus: int | None = None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..host import EnvHost, EnvSpec, Request
+from ..host import EnvHost, Request, SubEnvSpec
 from .base import Event, WorkerPool
 
 
@@ -16,7 +16,7 @@ class SerialPool(WorkerPool):
 
     name = "serial"
 
-    def __init__(self, specs: Sequence[EnvSpec], envs_per_worker: int = 1) -> None:
+    def __init__(self, specs: Sequence[SubEnvSpec], envs_per_worker: int = 1) -> None:
         super().__init__(specs, envs_per_worker=max(1, len(specs)))
         self._host: EnvHost | None = None
         self._replies: list[Event] = []

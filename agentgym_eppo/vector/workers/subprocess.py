@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from ..host import EnvHost, EnvSpec, Reply, Request
+from ..host import EnvHost, Reply, Request, SubEnvSpec
 from .base import Event, WorkerError, WorkerLost, WorkerPool
 
 _START_TIMEOUT_S = 120.0
@@ -28,7 +28,7 @@ _STOP_TIMEOUT_S = 10.0
 _TERMINATE_TIMEOUT_S = 10.0
 
 
-def _worker_main(conn: Connection, specs: Mapping[int, EnvSpec], temp_dir: str) -> None:
+def _worker_main(conn: Connection, specs: Mapping[int, SubEnvSpec], temp_dir: str) -> None:
     """The worker loop: build the envs, then answer requests until told to stop."""
     os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
@@ -75,7 +75,7 @@ class SubprocessPool(WorkerPool):
     name = "subprocess"
 
     def __init__(
-        self, specs: Sequence[EnvSpec], envs_per_worker: int = 1, start_method: str = "spawn"
+        self, specs: Sequence[SubEnvSpec], envs_per_worker: int = 1, start_method: str = "spawn"
     ) -> None:
         super().__init__(specs, envs_per_worker)
         self._context: Any = multiprocessing.get_context(start_method)
