@@ -12,6 +12,7 @@ from the previous checkpoint.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 from dataclasses import dataclass
@@ -64,7 +65,10 @@ def save_checkpoint(
     shutil.rmtree(directory, ignore_errors=True)
     staging.rename(directory)
     if state is not None:
-        (directory.parent / LATEST).write_text(directory.name + "\n", encoding="utf-8")
+        # Written aside and renamed: a process killed mid-write leaves the old marker.
+        marker = directory.parent / (LATEST + ".tmp")
+        marker.write_text(directory.name + "\n", encoding="utf-8")
+        os.replace(marker, directory.parent / LATEST)
         if keep is not None:
             steps = sorted(directory.parent.glob("step_*"), key=lambda p: int(p.name[5:]))
             for old in steps[:-keep]:

@@ -1,6 +1,7 @@
 """``agentgym-eppo``: train, eval, diagnose, compare.
 
 agentgym-eppo train --config configs/demo-cpu.yaml [key=value ...]
+agentgym-eppo pretrain --config configs/tiny-base.yaml [key=value ...]
 agentgym-eppo eval --checkpoint RUN_DIR/checkpoints/sft --tasks db kg [--split dev]
 agentgym-eppo eval --endpoint http://127.0.0.1:30000/v1 --model NAME --tasks os db
 agentgym-eppo diagnose RUN_DIR
@@ -23,6 +24,13 @@ def _train(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, args.overrides)
     run_training(config)
+    return 0
+
+
+def _pretrain(args: argparse.Namespace) -> int:
+    from .training.pretrain import load_pretrain_config, pretrain
+
+    pretrain(load_pretrain_config(args.config, args.overrides))
     return 0
 
 
@@ -98,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", help="YAML config (see configs/demo-cpu.yaml)")
     train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rl.steps=10")
     train.set_defaults(handler=_train)
+
+    pre = commands.add_parser(
+        "pretrain", help="pretrain a base model on expert trajectories of fresh task instances"
+    )
+    pre.add_argument("--config", required=True, help="YAML config (see configs/tiny-base.yaml)")
+    pre.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.steps=10")
+    pre.set_defaults(handler=_pretrain)
 
     evaluate = commands.add_parser("eval", help="per-task success of a checkpoint or endpoint")
     evaluate.add_argument("--checkpoint", help="a saved model directory (with its tokenizer)")

@@ -1,0 +1,169 @@
+"""`agentgym-eppo pretrain`: data from fresh instances, a loadable model, exact resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from agentgym_eppo.environments.fresh import heldout_hashes
+from agentgym_eppo.trainer.training.pretrain import (
+    PretrainConfig,
+    load_episodes,
+    load_pretrain_config,
+    plan_steps,
+)
+
+pytestmark = pytest.mark.train
+CLI = [
+    sys.executable,
+    "-c",
+    "import sys; from agentgym_eppo.trainer.cli import main; sys.exit(main())",
+]
+
+
+def tiny_config(out: Path, episodes: dict, steps: int = 6, **data: object) -> Path:
+    config = {
+        "output_dir": str(out),
+        "threads": 1,
+        "progress": False,
+        "data": {"episodes": episodes, "shard_size": 4, "workers": 2, **data},
+        "model": {
+            "vocab_size": 700, "tokenizer_episodes": 50, "hidden_size": 32, "layers": 2,
+            "heads": 2, "kv_heads": 1, "intermediate_size": 64, "max_position_embeddings": 4096,
+        },
+        "train": {
+            "steps": steps, "batch_tokens": 4096, "micro_batch_tokens": 4096,
+            "max_length": 4096, "lr": 3e-3, "save_every": 2, "snapshots": [2],
+        },
+    }  # fmt: skip
+    path = out.with_suffix(".yaml")
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def test_pretrain_cli_writes_a_model_any_hf_tool_loads(tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    config = tiny_config(
+        tmp_path / "run",
+        {"os": 6, "db": 8, "kg": 8, "webshop": 4, "alfworld": 2},
+        source={"alfworld": "train"},
+        env_kwargs={"os": {"command_timeout": 5}, "alfworld": {"max_turns": 30}},
+    )
+    done = subprocess.run(
+        [*CLI, "pretrain", "--config", str(config)], capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    model_dir = tmp_path / "run" / "model"
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    assert model.config.model_type == "qwen2"
+    assert "<tool_call>" in tokenizer.get_vocab() and tokenizer.chat_template
+    summary = json.loads((model_dir / "pretrain.json").read_text())
+    assert summary["episodes"] == {"os": 6, "db": 8, "kg": 8, "webshop": 4, "alfworld": 2}
+    assert summary["steps"] == 6 and summary["prompt"] == "compact"
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]
+    assert records[-1]["loss"] < records[0]["loss"]
+    assert (tmp_path / "run" / "snapshots" / "step_2" / "model.safetensors").exists()
+    # Every fresh episode is new: none is a dev or test instance.
+    episodes = [
+        json.loads(line)
+        for shard in sorted((tmp_path / "run" / "data").glob("*.jsonl.gz"))
+        for line in __import__("gzip").open(shard, "rt")
+    ]
+    for row in episodes:
+        if row["task_id"] != "alfworld":
+            assert row["content_hash"] not in heldout_hashes(row["task_id"])
+            assert row["success"] is True
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(run / "model" / "model.safetensors"))
+
+
+def test_a_run_killed_mid_training_resumes_to_the_same_weights(tmp_path: Path) -> None:
+    episodes = {"db": 24, "kg": 24}
+    whole = tiny_config(tmp_path / "whole", episodes, steps=16)
+    subprocess.run(
+        [*CLI, "pretrain", "--config", str(whole)], check=True, timeout=900, capture_output=True
+    )
+
+    killed_config = tiny_config(tmp_path / "killed", episodes, steps=16)
+    shutil.copytree(tmp_path / "whole" / "data", tmp_path / "killed" / "data")  # the same shards
+    latest = tmp_path / "killed" / "checkpoints" / "latest"
+    kills = 0
+    for _ in range(3):
+        process = subprocess.Popen([*CLI, "pretrain", "--config", str(killed_config)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        before = latest.read_text() if latest.exists() else ""
+        deadline = time.monotonic() + 300
+        while process.poll() is None and time.monotonic() < deadline:
+            if latest.exists() and latest.read_text() != before:
+                os.kill(process.pid, signal.SIGKILL)
+                kills += 1
+                break
+            time.sleep(0.01)
+        process.wait()
+    final = subprocess.run([*CLI, "pretrain", "--config", str(killed_config)], timeout=900,
+                           capture_output=True, text=True)  # fmt: skip
+    assert final.returncode == 0, final.stderr[-2000:]
+    steps = int(latest.read_text().strip().split("_")[1])
+    assert kills >= 1 and steps == 16
+    a, b = _weights(tmp_path / "whole"), _weights(tmp_path / "killed")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_load_episodes_keeps_an_instance_drawn_twice_once(tmp_path: Path) -> None:
+    import gzip
+
+    row = {"task_id": "db", "sample_id": "x", "system_prompt": "", "tools": [], "task_text": "t",
+           "actions": ["a"], "observations": ["o"], "reward": 1.0, "success": True,
+           "content_hash": "h"}  # fmt: skip
+    for name in ("a", "b"):
+        with gzip.open(tmp_path / f"{name}.jsonl.gz", "wt") as handle:
+            handle.write(json.dumps(row) + "\n")
+    assert len(load_episodes([tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl.gz"])) == 1
+
+
+def test_the_step_plan_covers_every_episode_each_epoch_in_a_seeded_order() -> None:
+    lengths = [100] * 10
+    plan = plan_steps(lengths, steps=5, batch_tokens=400, seed=3)
+    assert [len(b) for b in plan] == [4, 4, 4, 4, 4]
+    assert sorted(plan[0] + plan[1] + plan[2][:2]) == list(range(10))
+    assert plan == plan_steps(lengths, steps=5, batch_tokens=400, seed=3)
+    assert plan != plan_steps(lengths, steps=5, batch_tokens=400, seed=4)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data.episodes={osx: 3}", "data.episodes must name task families"),
+        ("data.source={os: web}", r"data.source.os: 'web'"),
+        ("data.repeat={os: 0}", r"data.repeat.os: 0 must be >= 1"),
+        ("train.micro_batch_tokens=1024", "train.max_length <= train.micro_batch_tokens"),
+        ("prompt=short", "prompt must be one of"),
+        ("train.bogus=1", "unknown config key train.bogus"),
+    ],
+)
+def test_a_bad_config_fails_when_it_is_loaded(override: str, message: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=message):
+        load_pretrain_config(None, ["data.episodes={os: 3}", override])
+
+
+def test_the_shipped_config_is_valid() -> None:
+    config = load_pretrain_config(Path(__file__).parents[1] / "configs" / "tiny-base.yaml")
+    assert isinstance(config, PretrainConfig)
+    assert set(config.data.episodes) == {"os", "db", "kg", "alfworld", "webshop"}
