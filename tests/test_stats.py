@@ -1,0 +1,63 @@
+"""Intervals and paired tests against reference values computed with SciPy 1.14
+(``scipy.stats.ttest_rel``, ``binomtest``, ``t.interval``) and Wilson's formula."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agentgym_eppo.trainer.analysis import stats
+
+
+@pytest.mark.parametrize(
+    ("t", "df", "expected"),
+    [(2.776445105, 4, 0.975), (-1.5, 3, 0.11529), (0.0, 7, 0.5), (12.706204736, 1, 0.975)],
+)
+def test_t_cdf_matches_the_t_distribution(t: float, df: int, expected: float) -> None:
+    assert stats.t_cdf(t, df) == pytest.approx(expected, abs=5e-5)
+
+
+def test_t_quantile_inverts_the_cdf() -> None:
+    assert stats.t_quantile(0.975, 4) == pytest.approx(2.776445105, abs=1e-6)
+    assert stats.t_quantile(0.025, 9) == pytest.approx(-2.262157163, abs=1e-6)
+
+
+def test_paired_t_test_matches_scipy_ttest_rel() -> None:
+    a, b = [0.1, 0.2, 0.3, 0.25], [0.2, 0.4, 0.5, 0.2]
+    greater = stats.paired_t_test(a, b, "greater")
+    assert greater.statistic == pytest.approx(1.9044331628, abs=1e-8)
+    assert greater.p_value == pytest.approx(0.0764809863, abs=1e-8)
+    assert stats.paired_t_test(a, b, "two-sided").p_value == pytest.approx(2 * greater.p_value)
+    assert stats.paired_t_test(a, b, "less").p_value == pytest.approx(1 - greater.p_value)
+
+
+def test_identical_runs_give_no_evidence_of_a_difference() -> None:
+    result = stats.paired_t_test([0.2, 0.3], [0.2, 0.3])
+    assert result.statistic == 0.0 and result.p_value == pytest.approx(0.5)
+
+
+def test_sign_test_is_the_exact_binomial_tail() -> None:
+    differences = [1] * 9 + [-1] * 2 + [0] * 30  # zeros carry no information
+    result = stats.sign_test(differences, "greater")
+    assert result.statistic == 9
+    assert result.p_value == pytest.approx(sum(math.comb(11, k) for k in range(9, 12)) / 2**11)
+    assert result.p_value == pytest.approx(0.03271484375)
+    assert stats.sign_test(differences, "less").p_value == pytest.approx(0.99414, abs=1e-5)
+
+
+def test_mean_interval_is_student_t() -> None:
+    interval = stats.mean_interval([0.12, 0.18, 0.15, 0.2, 0.1])
+    assert interval.mean == pytest.approx(0.15)
+    assert (interval.low, interval.high) == pytest.approx((0.0988048818, 0.2011951182), abs=1e-8)
+
+
+def test_wilson_interval() -> None:
+    interval = stats.wilson_interval(30, 100)
+    assert (interval.low, interval.high) == pytest.approx((0.2189489, 0.3958485), abs=1e-6)
+    assert stats.wilson_interval(0, 50).low == 0.0
+
+
+def test_unknown_alternative_is_refused() -> None:
+    with pytest.raises(ValueError, match="alternative must be one of"):
+        stats.sign_test([1], "bigger")
