@@ -61,3 +61,19 @@ def test_wilson_interval() -> None:
 def test_unknown_alternative_is_refused() -> None:
     with pytest.raises(ValueError, match="alternative must be one of"):
         stats.sign_test([1], "bigger")
+
+
+def test_permutation_test_estimates_the_exact_sign_flip_distribution() -> None:
+    # One group of three +1s: 1 of the 8 equally likely sign patterns is as extreme.
+    result = stats.paired_permutation_test({"os": [1, 1, 1]}, rounds=20_000, seed=1)
+    assert result.statistic == 1.0
+    assert result.p_value == pytest.approx(1 / 8, abs=0.01)
+
+
+def test_permutation_test_weights_tasks_equally_and_finds_no_effect_in_noise() -> None:
+    # A big task with no change beside a small task that improved: the statistic is the
+    # mean of the two task means, not the mean over all 104 pairs.
+    result = stats.paired_permutation_test({"os": [1, -1] * 50, "kg": [1, 1, 1, 1]}, seed=0)
+    assert result.statistic == pytest.approx(0.5)
+    balanced = stats.paired_permutation_test({"os": [1, -1] * 50}, seed=0)
+    assert balanced.p_value > 0.4
