@@ -1,4 +1,4 @@
-"""Run directories written by hand in the layout of INTERFACES.md, with known diagnostics."""
+"""Run directories written by hand in the layout of docs/trainer.md, with known diagnostics."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def task_entry(entropy: float, clip_eps: float, zscore: float | None, success: f
         "entropy_ema": entropy,
         "collapse_ratio": 1.0,
         "clip_eps": clip_eps,
-        "clip_fraction": 0.05,
+        "ratio_outside_share": 0.08,
+        "clipped_share": 0.05,
         "success": success,
         "reward": success,
         "episode_length": 4.0,

@@ -108,7 +108,10 @@ def test_the_report_counts_finished_runs_and_names_the_failed_ones(comparison: P
     config = load_compare_config(comparison)
     text = (config.output_dir / "report.md").read_text()
     assert "Runs finished: 4 of 6 planned (3 methods x seeds [0, 1]): **PARTIAL**." in text
-    assert "- `broken/seed0`: ValueError: clip.policy must be one of" in text
+    assert (
+        "- `broken/seed0`: UnknownNameError: clip.policy: unknown clip policy 'nonsense'; known: "
+        in text
+    )
     assert "| SFT start (shared) | - |" in text
     assert "| eppo | 2 |" in text and "| grpo_tan | 2 |" in text
     assert (config.output_dir / "plots" / "diagnostics.png").is_file()

@@ -56,7 +56,8 @@ def test_collect_seed_reads_final_success_and_diagnostics(tmp_path: Path) -> Non
     assert result.success == {"os": 0.5, "db": 0.25, "mean_success": 0.375}
     assert result.diagnostics["crossover_count"] == 3.0
     assert result.diagnostics["late_spike_max"] == 0.5
-    assert result.diagnostics["clip_fraction"] == pytest.approx(0.05)
+    assert result.diagnostics["clipped_share"] == pytest.approx(0.05)
+    assert result.diagnostics["ratio_outside_share"] == pytest.approx(0.08)
 
 
 def test_collect_seed_refuses_an_unfinished_run(tmp_path: Path) -> None:
@@ -80,7 +81,10 @@ def test_report_tables_give_mean_and_std_over_seeds(partial_report: Path) -> Non
     assert "| eppo | 3 | 0.750 ± 0.250 | 0.500 ± 0.000 | 0.625 ± 0.125 |" in text
     assert "| grpo_tan | 3 | 0.500 ± 0.000 | 0.250 ± 0.000 | 0.375 ± 0.000 |" in text
     assert "| rloo | 0 | n/a | n/a | n/a |" in text
-    assert "| grpo_tan | 3 | 3.0 ± 0.0 | 0.263 ± 0.000 | 0.500 ± 0.000 | 0.0500 ± 0.0000 |" in text
+    assert (
+        "| grpo_tan | 3 | 3.0 ± 0.0 | 0.263 ± 0.000 | 0.500 ± 0.000 | 0.0800 ± 0.0000 | "
+        "0.0500 ± 0.0000 |" in text
+    )
     assert "| eppo | 3 | 0.0 ± 0.0 |" in text
 
 

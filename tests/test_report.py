@@ -1,4 +1,4 @@
-"""``diagnose_run`` on run directories written here in the layout of INTERFACES.md."""
+"""``diagnose_run`` on run directories written here in the layout of docs/trainer.md."""
 
 from __future__ import annotations
 

@@ -55,9 +55,9 @@ def test_two_gloo_ranks_give_the_single_process_loss_and_gradients(tmp_path):
     assert b["advantages"] == a["advantages"]
     for key in ("loss", "kl", "grad_norm"):
         assert b[key] == pytest.approx(a[key], rel=1e-4), key
-    for key in ("task_entropy", "task_clip_fraction"):
+    for key in ("task_entropy", "task_ratio_outside_share", "task_clipped_share"):
         assert b[key] == pytest.approx(a[key], rel=1e-4), key
-    assert sum(a["task_clip_fraction"].values()) > 0  # the off-policy mini-batch clipped tokens
+    assert sum(a["task_clipped_share"].values()) > 0  # the off-policy mini-batch clipped tokens
     assert a["gradients"].keys() == b["gradients"].keys()
     for name, gradient in a["gradients"].items():
         assert gradient.abs().max() > 0, name

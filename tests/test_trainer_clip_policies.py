@@ -124,3 +124,22 @@ def test_bapo_raises_the_lower_bound_once_the_upper_bound_is_capped():
         [1.3, 1.3]
     )
     assert policy.begin_step({"os": 1.0}, {"os": 2}) == {"os": pytest.approx(0.3)}
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: DCPOClip(eps_low=0.0), r"need eps_low > 0 and eps_high > 0, got 0.0, 0.2"),
+        (lambda: DCPOClip(eps_high=-0.1), r"need eps_low > 0 and eps_high > 0"),
+        (lambda: DCPOClip(r_max=1.0), r"need r_max > 1, got 1.0"),
+        (lambda: BAPOClip(c_low=1.0), r"need 0 < c_low < 1 < c_high, got 1.0, 1.2"),
+        (lambda: BAPOClip(c_high=0.9), r"need 0 < c_low < 1 < c_high"),
+        (lambda: BAPOClip(rho0=0.0), r"need 0 < rho0 < 1, got 0.0"),
+        (lambda: BAPOClip(step_high=0.0), r"need step_high > 0 and step_low > 0"),
+        (lambda: BAPOClip(max_high=1.1), r"need c_high <= max_high and c_low <= max_low < 1"),
+        (lambda: BAPOClip(max_low=1.0), r"need c_high <= max_high and c_low <= max_low < 1"),
+    ],
+)
+def test_dcpo_and_bapo_refuse_arguments_outside_their_ranges(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()

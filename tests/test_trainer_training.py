@@ -94,7 +94,9 @@ def test_eppo_update_reports_paced_clip_ranges_and_clips_off_policy_mini_batches
     assert first.task_clip_eps == {"echo": 0.2, "lookup": 0.2}  # first measurement: eps0
     assert set(first.task_entropy) == {"echo", "lookup"}
     # with a huge learning rate later mini-batches are far off-policy: the clip bites
-    assert max(first.task_clip_fraction.values()) > 0
+    assert max(first.task_clipped_share.values()) > 0
+    for task, share in first.task_clipped_share.items():
+        assert share <= first.task_ratio_outside_share[task]
     second = updater.step(episodes, torch.Generator().manual_seed(1))
     assert all(0.15 <= eps <= 0.3 for eps in second.task_clip_eps.values())
 
@@ -270,7 +272,8 @@ def test_a_run_killed_after_a_step_resumes_to_the_same_next_step(tmp_path):
         "collapse_ratio",
         "zscore",
         "clip_eps",
-        "clip_fraction",
+        "ratio_outside_share",
+        "clipped_share",
         "success",
         "reward",
         "episode_length",
@@ -292,10 +295,25 @@ def test_config_reads_yaml_and_applies_overrides(tmp_path):
     [
         (
             "clip.policy=ppo",
-            r"clip.policy must be one of \('fixed', 'eppo', 'dapo', 'dcpo', 'bapo'\)",
+            r"^clip.policy: unknown clip policy 'ppo' \(did you mean 'eppo'\?\); "
+            r"known: bapo, dapo, dcpo, eppo, fixed$",
         ),
-        ("algorithm.advantage=gae", r"algorithm.advantage must be one of \('grpo', 'rloo'\)"),
-        ("rl.stepz=3", r"unknown config key rl.stepz; known: "),
+        (
+            "algorithm.advantage=gae",
+            r"^algorithm.advantage: unknown advantage estimator 'gae'; known: grpo, rloo$",
+        ),
+        ("clip.eppo.alpha=1.5", r"^clip.eppo: alpha must be in \[0, 1\), got 1.5$"),
+        ("clip.eppo.eps_min=0.4", r"^clip.eppo: need 0 < eps_min <= eps_max, got 0.4 and 0.3$"),
+        ("clip.policy=fixed;clip.eps=1.5", r"^clip.policy=fixed: need 0 < eps_low < 1"),
+        ("clip.policy=fixed;clip.eps=0", r"^clip.policy=fixed: need 0 < eps_low < 1"),
+        ("clip.policy=dcpo;clip.dcpo_r_max=0.5", r"^clip.policy=dcpo: .*need r_max > 1, got 0.5$"),
+        (
+            "clip.policy=bapo;clip.bapo_rho0=1.5",
+            r"^clip.policy=bapo: .*need 0 < rho0 < 1, got 1.5$",
+        ),
+        ("algorithm.dual_clip_c=1.0", r"^algorithm.dual_clip_c must be > 1"),
+        ("rl.lr=0", r"^rl.lr and rl.max_grad_norm must be > 0"),
+        ("rl.stepz=3", r"unknown config key rl.stepz \(did you mean rl.steps\?\); known: "),
         (
             "tasks={db: 6}",
             r"tasks.db = 6 slots must be a positive multiple of rollout.group_size \(8\)",
@@ -306,7 +324,7 @@ def test_config_reads_yaml_and_applies_overrides(tmp_path):
 )
 def test_bad_config_values_are_clear_errors(override, message):
     with pytest.raises((ValueError, TypeError), match=message):
-        load_config(None, [override])
+        load_config(None, override.split(";"))
 
 
 def test_cli_evaluates_a_saved_checkpoint(tmp_path, tokenizer, capsys):

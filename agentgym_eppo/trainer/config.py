@@ -1,10 +1,15 @@
 """Training configuration: typed dataclasses, loaded from YAML, overridden with ``key=value``.
 
-Every knob documents itself (``metadata["help"]``) and names its source: the EPPO
-paper's appendix A.2 for the defaults of the trainer, DAPO/DCPO/BAPO for their clip
-baselines, AgentRL for task advantage normalization. Defaults are the paper's; the
-CPU demo (``configs/demo-cpu.yaml``) overrides what a tiny model trained from scratch
-needs (a larger learning rate, short episodes, few steps).
+Every knob documents itself (``metadata["help"]``) and names its source. The RL
+algorithm's defaults come from :mod:`agentgym_eppo.trainer.algorithms.defaults` (the EPPO
+paper's appendix A.2; verl where the paper says nothing; DAPO/DCPO/BAPO for their clip
+baselines); the CPU demo (``configs/demo-cpu.yaml``) overrides what a tiny model trained
+from scratch needs (a larger learning rate, short episodes, few steps).
+
+Validation happens when the config is built (:meth:`TrainConfig.validate`): names are
+looked up in the registries of advantage estimators and clip policies, and the chosen
+clip policy and the EPPO pacer are built once, so a range they refuse fails at load,
+not after an hour of SFT and evaluations.
 
 >>> config = load_config(None, ["rl.steps=3", "clip.policy=fixed"])
 >>> config.rl.steps, config.clip.policy
@@ -14,6 +19,7 @@ needs (a larger learning rate, short episodes, few steps).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -23,13 +29,17 @@ from typing import Any
 
 import yaml
 
+from agentgym_eppo.trainer.algorithms import defaults as d
+from agentgym_eppo.trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS
+from agentgym_eppo.trainer.algorithms.clip_policies import (
+    CLIP_POLICIES,
+    make_clip_policy,
+    make_pacer,
+)
+from agentgym_eppo.trainer.analysis.run_dir import EVAL_STAGES
 from agentgym_eppo.trainer.distributed.config import EngineConfig, RayConfig, ScaleConfig
 
 from .config_fields import help_field as _help
-
-ADVANTAGES = ("grpo", "rloo")
-CLIP_POLICIES = ("fixed", "eppo", "dapo", "dcpo", "bapo")
-EVAL_STAGES = ("before_sft", "after_sft", "after_rl")
 
 
 @dataclass
@@ -90,11 +100,13 @@ class RolloutConfig:
     group_size: int = _help(
         "G rollouts per task instance (GRPO groups; paper: 8 rollouts per prompt).", 8
     )
-    temperature: float = _help("Sampling temperature of rollouts (paper: 0.8).", 0.8)
-    max_tokens_per_turn: int = _help("Tokens the model may write per turn (paper: 1,024).", 1024)
+    temperature: float = _help("Sampling temperature of rollouts (paper: 0.8).", d.TEMPERATURE)
+    max_tokens_per_turn: int = _help(
+        "Tokens the model may write per turn (paper: 1,024).", d.MAX_TOKENS_PER_TURN
+    )
     max_context: int = _help(
         "Longest episode in tokens (paper: 8,192); overflow ends it as agent_context_limit.",
-        8192,
+        d.MAX_CONTEXT,
     )
     max_turns: int | None = _help(
         "Turn limit for every task (paper: 20); None keeps each task's AgentBench limit.", None
@@ -114,17 +126,21 @@ class AlgorithmConfig:
     """Advantage estimator and loss terms (EPPO paper, sections 3.2-3.3 and appendix A.2)."""
 
     advantage: str = _help(
-        "grpo (group mean/std, eq. 2) or rloo (leave-one-out; the paper's appendix B).", "grpo"
+        "grpo (group mean/std, eq. 2) or rloo (leave-one-out; the paper's appendix B).",
+        d.ADVANTAGE,
     )
     task_adv_norm: bool = _help(
         "Task advantage normalization (AgentRL; paper eq. 4): standardise each task's "
         "token advantages in the batch.",
-        True,
+        d.TASK_ADV_NORM,
     )
-    kl_coef: float = _help("Coefficient of the k3 KL to the frozen reference (paper: 1e-4).", 1e-4)
-    entropy_coef: float = _help("Entropy bonus coefficient (paper: 0).", 0.0)
+    kl_coef: float = _help(
+        "Coefficient of the k3 KL to the frozen reference (paper: 1e-4).", d.KL_COEF
+    )
+    entropy_coef: float = _help("Entropy bonus coefficient (paper: 0).", d.ENTROPY_COEF)
     dual_clip_c: float | None = _help(
-        "Dual clip constant for negative advantages (paper: 3.0); None disables it.", 3.0
+        "Dual clip constant for negative advantages (paper: 3.0); None disables it.",
+        d.DUAL_CLIP_C,
     )
 
 
@@ -132,11 +148,13 @@ class AlgorithmConfig:
 class EPPOConfig:
     """The EPPO pacer (paper section 4.2, eqs. 5-11; defaults from appendix A.2)."""
 
-    eps0: float = _help("Base clip range epsilon_0.", 0.2)
-    alpha: float = _help("Pacing strength alpha in s = 1 + alpha tanh(z) (eq. 9).", 0.4)
-    beta: float = _help("Entropy EMA decay beta (eq. 6).", 0.95)
-    eps_min: float = _help("Lower clamp of the paced clip range.", 0.15)
-    eps_max: float = _help("Upper clamp of the paced clip range.", 0.3)
+    eps0: float = _help("Base clip range epsilon_0.", d.EPPO_EPS0)
+    alpha: float = _help(
+        "Pacing strength alpha in s = 1 + alpha tanh(z) (eq. 9), in [0, 1).", d.EPPO_ALPHA
+    )
+    beta: float = _help("Entropy EMA decay beta (eq. 6), in [0, 1).", d.EPPO_BETA)
+    eps_min: float = _help("Lower clamp of the paced clip range.", d.EPPO_EPS_MIN)
+    eps_max: float = _help("Upper clamp of the paced clip range.", d.EPPO_EPS_MAX)
     trend_constraint: bool = _help(
         "Divide the clip by 1 + relu(EMA change) (eqs. 10-11); False = the paper's "
         "'w/o trend constraint' ablation.",
@@ -154,14 +172,16 @@ class ClipConfig:
     """Where the ratio bounds come from (section 5.1's baselines)."""
 
     policy: str = _help("fixed (GRPO) | eppo | dapo (clip-higher) | dcpo | bapo.", "eppo")
-    eps: float = _help("Clip range of the fixed policy (paper: 0.2).", 0.2)
+    eps: float = _help("Clip range of the fixed policy (paper: 0.2).", d.CLIP_EPS)
     eppo: EPPOConfig = field(default_factory=EPPOConfig, metadata={"help": "EPPO pacer settings."})
-    dapo_eps_low: float = _help("DAPO lower range (arXiv 2503.14476: 0.2).", 0.2)
-    dapo_eps_high: float = _help("DAPO upper range (arXiv 2503.14476: 0.28).", 0.28)
-    dcpo_eps_low: float = _help("DCPO eps_low (arXiv 2509.02333: 0.16).", 0.16)
-    dcpo_eps_high: float = _help("DCPO eps_high (arXiv 2509.02333: 0.2).", 0.2)
-    dcpo_r_max: float = _help("DCPO ratio cap r_max (arXiv 2509.02333: 10).", 10.0)
-    bapo_rho0: float = _help("BAPO target positive share rho0 (arXiv 2510.18927: 0.4).", 0.4)
+    dapo_eps_low: float = _help("DAPO lower range (arXiv 2503.14476: 0.2).", d.DAPO_EPS_LOW)
+    dapo_eps_high: float = _help("DAPO upper range (arXiv 2503.14476: 0.28).", d.DAPO_EPS_HIGH)
+    dcpo_eps_low: float = _help("DCPO eps_low (arXiv 2509.02333: 0.16).", d.DCPO_EPS_LOW)
+    dcpo_eps_high: float = _help("DCPO eps_high (arXiv 2509.02333: 0.2).", d.DCPO_EPS_HIGH)
+    dcpo_r_max: float = _help("DCPO ratio cap r_max (arXiv 2509.02333: 10).", d.DCPO_R_MAX)
+    bapo_rho0: float = _help(
+        "BAPO target positive share rho0 (arXiv 2510.18927: 0.4).", d.BAPO_RHO0
+    )
 
 
 @dataclass
@@ -169,19 +189,24 @@ class RLConfig:
     """The RL loop and its optimizer (EPPO paper, appendix A.2)."""
 
     steps: int = _help("Training steps (paper: 700).", 700)
-    lr: float = _help("AdamW learning rate (paper: 1e-5).", 1e-5)
-    weight_decay: float = _help("AdamW weight decay (paper: 0).", 0.0)
-    max_grad_norm: float = _help("Gradient norm clip.", 1.0)
-    ppo_epochs: int = _help("Passes over each step's rollouts.", 1)
+    lr: float = _help("AdamW learning rate (paper: 1e-5).", d.LR)
+    weight_decay: float = _help("AdamW weight decay (paper: 0).", d.WEIGHT_DECAY)
+    max_grad_norm: float = _help("Gradient norm clip (verl: 1.0).", d.MAX_GRAD_NORM)
+    ppo_epochs: int = _help("Passes over each step's rollouts (verl: 1).", d.PPO_EPOCHS)
     mini_batches: int = _help(
-        "Optimizer steps per pass; with more than one, later mini-batches are off-policy "
-        "and the clip range matters.",
-        1,
+        "Optimizer steps per pass (verl: 4, a 1,024 batch in mini-batches of 256; the paper "
+        "does not say). Every mini-batch after the first is off-policy, which is what "
+        "gives the clip range something to act on: with 1 (and one epoch) every ratio is "
+        "1 and every clip policy is GRPO.",
+        d.MINI_BATCHES,
     )
     micro_batch_tokens: int = _help(
-        "Padded tokens per micro-batch (paper: 16,384); gradients accumulate.", 16384
+        "Padded tokens per micro-batch (paper: 16,384); gradients accumulate.",
+        d.MICRO_BATCH_TOKENS,
     )
-    logprob_chunk: int = _help("Positions per chunk of the log-prob/entropy computation.", 1024)
+    logprob_chunk: int = _help(
+        "Positions per chunk of the log-prob/entropy computation.", d.LOGPROB_CHUNK
+    )
     save_every: int = _help("Checkpoint every this many steps (and at the end).", 10)
     keep_checkpoints: int = _help("How many RL checkpoints to keep.", 2)
 
@@ -263,21 +288,35 @@ class TrainConfig:
     )
 
     def validate(self) -> TrainConfig:
-        """Raise ``ValueError`` naming the field of any inconsistent setting; return self."""
+        """Raise ``ValueError`` naming the field of any inconsistent setting; return self.
+
+        Runs when the config is built, before anything expensive: the chosen clip policy
+        and the EPPO pacer (its metrics run under every policy) are built here once.
+        """
         ScaleConfig(self.ray, self.engine).validate()
-        if self.algorithm.advantage not in ADVANTAGES:
-            raise ValueError(
-                f"algorithm.advantage must be one of {ADVANTAGES}, got {self.algorithm.advantage!r}"
-            )
-        if self.clip.policy not in CLIP_POLICIES:
-            raise ValueError(
-                f"clip.policy must be one of {CLIP_POLICIES}, got {self.clip.policy!r}"
-            )
+        ADVANTAGE_ESTIMATORS.lookup(self.algorithm.advantage, where="algorithm.advantage")
+        CLIP_POLICIES.lookup(self.clip.policy, where="clip.policy")
+        try:
+            make_pacer(self.clip.eppo)
+        except ValueError as error:
+            raise ValueError(f"clip.eppo: {error}") from None
+        try:
+            make_clip_policy(self.clip)
+        except ValueError as error:
+            raise ValueError(f"clip.policy={self.clip.policy}: {error}") from None
+        _check_algorithm(self.algorithm)
+        _check_rl(self.rl)
         unknown = [stage for stage in self.eval.stages if stage not in EVAL_STAGES]
         if unknown:
             raise ValueError(f"eval.stages may hold {EVAL_STAGES}, got {unknown}")
+        if self.eval.temperature < 0 or self.eval.samples_per_instance < 1:
+            raise ValueError("eval.temperature must be >= 0 and eval.samples_per_instance >= 1")
         if self.rollout.prompt not in ("full", "compact"):
             raise ValueError(f"rollout.prompt must be full or compact, got {self.rollout.prompt!r}")
+        if self.rollout.temperature <= 0:
+            raise ValueError(
+                f"rollout.temperature must be > 0 (RL samples), got {self.rollout.temperature}"
+            )
         if self.bf16 not in ("auto", True, False):
             raise ValueError(f"bf16 must be auto, true or false, got {self.bf16!r}")
         if not self.tasks:
@@ -288,8 +327,6 @@ class TrainConfig:
                     f"tasks.{task_id} = {slots} slots must be a positive multiple of "
                     f"rollout.group_size ({self.rollout.group_size})"
                 )
-        if self.rl.steps < 0 or self.rl.ppo_epochs < 1 or self.rl.mini_batches < 1:
-            raise ValueError("rl.steps must be >= 0, rl.ppo_epochs and rl.mini_batches >= 1")
         if self.rollout.max_tokens_per_turn < 1 or self.rollout.max_context < 2:
             raise ValueError("rollout.max_tokens_per_turn must be >= 1 and max_context >= 2")
         if not (0.0 <= self.sft.warmup_fraction < 1.0 and 0.0 <= self.sft.final_lr_fraction <= 1.0):
@@ -297,6 +334,32 @@ class TrainConfig:
                 "sft.warmup_fraction must be in [0, 1) and sft.final_lr_fraction in [0, 1]"
             )
         return self
+
+
+def _check_algorithm(a: AlgorithmConfig) -> None:
+    if a.kl_coef < 0 or a.entropy_coef < 0:
+        raise ValueError(
+            f"algorithm.kl_coef and algorithm.entropy_coef must be >= 0, got {a.kl_coef}, "
+            f"{a.entropy_coef}"
+        )
+    if a.dual_clip_c is not None and a.dual_clip_c <= 1:
+        raise ValueError(
+            f"algorithm.dual_clip_c must be > 1 (or null to turn it off), got {a.dual_clip_c}"
+        )
+
+
+def _check_rl(r: RLConfig) -> None:
+    if r.steps < 0 or r.ppo_epochs < 1 or r.mini_batches < 1:
+        raise ValueError("rl.steps must be >= 0, rl.ppo_epochs and rl.mini_batches >= 1")
+    if r.lr <= 0 or r.weight_decay < 0 or r.max_grad_norm <= 0:
+        raise ValueError(
+            f"rl.lr and rl.max_grad_norm must be > 0 and rl.weight_decay >= 0, got "
+            f"{r.lr}, {r.max_grad_norm}, {r.weight_decay}"
+        )
+    if r.micro_batch_tokens < 1 or r.logprob_chunk < 1:
+        raise ValueError("rl.micro_batch_tokens and rl.logprob_chunk must be >= 1")
+    if r.save_every < 1 or r.keep_checkpoints < 1:
+        raise ValueError("rl.save_every and rl.keep_checkpoints must be >= 1")
 
 
 def _convert(kind: Any, value: Any, where: str) -> Any:
@@ -356,8 +419,10 @@ def _build(cls: Any, values: Mapping[str, Any], where: str) -> Any:
     unknown = sorted(set(values) - names)
     if unknown:
         prefix = f"{where}." if where else ""
+        close = difflib.get_close_matches(unknown[0], sorted(names), n=1)
+        hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
         raise ValueError(
-            f"unknown config key {prefix}{unknown[0]}; known: {', '.join(sorted(names))}"
+            f"unknown config key {prefix}{unknown[0]}{hint}; known: {', '.join(sorted(names))}"
         )
     kwargs = {
         name: _convert(hints[name], value, f"{where}.{name}" if where else name)

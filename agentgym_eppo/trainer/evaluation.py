@@ -16,7 +16,6 @@ from typing import Any
 import gymnasium as gym
 from transformers import PreTrainedTokenizerBase
 
-from agentgym_eppo.registration import ENVIRONMENTS
 from agentgym_eppo.trainer.rollout.engine import RolloutEngine
 from agentgym_eppo.trainer.rollout.episodes import (
     Episode,
@@ -25,6 +24,7 @@ from agentgym_eppo.trainer.rollout.episodes import (
     slot_info,
     start_episode,
 )
+from agentgym_eppo.vector.layout import resolve_env_id
 
 GREEDY = RolloutLimits(temperature=0.0)
 
@@ -122,8 +122,7 @@ def evaluate_policy(
 
 def _task_size(name: str, split: str, kwargs: Mapping[str, Any]) -> tuple[str, int]:
     """``(info["task_id"], number of instances in split)`` of a task id or env id."""
-    env_id = ENVIRONMENTS[name][0] if name in ENVIRONMENTS else name
-    env = gym.make(env_id, split=split, **kwargs)
+    env = gym.make(resolve_env_id(name), split=split, **kwargs)
     try:
         unwrapped: Any = env.unwrapped
         return str(unwrapped.task_id), int(unwrapped.num_tasks)

@@ -31,15 +31,19 @@ from transformers import PreTrainedModel
 from transformers.utils import logging as transformers_logging
 
 from agentgym_eppo.trainer.algorithms.clip_policies import (
-    BAPOClip,
     ClipPolicy,
-    DAPOClip,
-    DCPOClip,
     EPPOClip,
-    FixedClip,
+    make_clip_policy,
+    make_pacer,
 )
 from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer
-from agentgym_eppo.trainer.analysis.run_dir import MetricsWriter, eval_path, step_record, write_eval
+from agentgym_eppo.trainer.analysis.run_dir import (
+    EVAL_STAGES,
+    MetricsWriter,
+    eval_path,
+    step_record,
+    write_eval,
+)
 from agentgym_eppo.trainer.devices import resolve_bf16, resolve_device
 from agentgym_eppo.trainer.distributed.config import ScaleConfig
 from agentgym_eppo.trainer.distributed.launch import (
@@ -68,24 +72,6 @@ from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
 from .checkpoint import latest_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .config import TrainConfig, dump_config
 from .evaluation import evaluate_policy
-
-
-def make_clip_policy(config: TrainConfig) -> ClipPolicy:
-    clip = config.clip
-    if clip.policy == "fixed":
-        return FixedClip(clip.eps, clip.eps)
-    if clip.policy == "dapo":
-        return DAPOClip(clip.dapo_eps_low, clip.dapo_eps_high)
-    if clip.policy == "dcpo":
-        return DCPOClip(clip.dcpo_eps_low, clip.dcpo_eps_high, clip.dcpo_r_max)
-    if clip.policy == "bapo":
-        return BAPOClip(rho0=clip.bapo_rho0)
-    return EPPOClip(make_pacer(config), taskwise=clip.eppo.taskwise)
-
-
-def make_pacer(config: TrainConfig) -> EPPOPacer:
-    e = config.clip.eppo
-    return EPPOPacer(e.eps0, e.alpha, e.beta, e.eps_min, e.eps_max, e.trend_constraint)
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -267,8 +253,8 @@ class Trainer:
         optimizer = torch.optim.AdamW(
             model.parameters(), lr=config.rl.lr, weight_decay=config.rl.weight_decay
         )
-        clip_policy = make_clip_policy(config)
-        tracker = make_pacer(config)  # per-task pace metrics whatever the clip policy
+        clip_policy = make_clip_policy(config.clip)
+        tracker = make_pacer(config.clip.eppo)  # per-task pace metrics whatever the clip policy
         first_step = 1
         if start_state is not None:
             optimizer.load_state_dict(start_state["optimizer"])
@@ -278,25 +264,12 @@ class Trainer:
                 ref_model.load_state_dict(start_state["ref_model"])
             set_rng_state(start_state["rng"])
             first_step = int(start_state["step"]) + 1
-        a, r = config.algorithm, config.rl
+        r = config.rl
         updater = PolicyUpdater(
             model,
             optimizer,
             clip_policy,
-            UpdateSettings(
-                advantage=a.advantage,
-                task_adv_norm=a.task_adv_norm,
-                kl_coef=a.kl_coef,
-                entropy_coef=a.entropy_coef,
-                dual_clip_c=a.dual_clip_c,
-                ppo_epochs=r.ppo_epochs,
-                mini_batches=r.mini_batches,
-                micro_batch_tokens=r.micro_batch_tokens,
-                max_grad_norm=r.max_grad_norm,
-                temperature=config.rollout.temperature,
-                logprob_chunk=r.logprob_chunk,
-                bf16=self.bf16,
-            ),
+            UpdateSettings.from_config(config, self.bf16),
             pad_token_id=self.tokenizer.pad_token_id,
             ref_model=ref_model,
         )
@@ -479,12 +452,12 @@ def _available_tasks_only(config: TrainConfig, console: Console) -> TrainConfig:
     eval splits here (each one said aloud, with the reason)."""
     import gymnasium as gym
 
-    from agentgym_eppo.registration import ENVIRONMENTS
+    from agentgym_eppo.vector.layout import resolve_env_id
 
     kwargs = env_kwargs_for(config)
 
     def problem(name: str) -> str | None:
-        env_id = ENVIRONMENTS[name][0] if name in ENVIRONMENTS else name
+        env_id = resolve_env_id(name)
         module, _, registered_id = env_id.rpartition(":")  # gym.make's "module:Env-v0" form
         try:
             if module:
@@ -550,7 +523,7 @@ def _print_summary(trainer: Trainer, seconds: float) -> None:
     import json
 
     stages = []
-    for stage in ("before_sft", "after_sft", "after_rl"):
+    for stage in EVAL_STAGES:
         path = eval_path(trainer.run_dir, stage)
         if path.exists():
             stages.append((stage, json.loads(path.read_text(encoding="utf-8"))))

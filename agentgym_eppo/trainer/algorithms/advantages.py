@@ -8,12 +8,12 @@ shares the episode's advantage. Groups are the G rollouts of one task instance
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import torch
 
-GRPO_EPS = 1e-6  # ε of eq. 2
-TASK_NORM_EPS = 1e-6  # ε of eq. 4 (AgentRL's value)
+from .defaults import GRPO_EPS, TASK_NORM_EPS
+from .registry import Registry
 
 
 def _members(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
@@ -56,6 +56,12 @@ def rloo_advantages(rewards: torch.Tensor, groups: Sequence[Hashable]) -> torch.
         others_mean = (group_rewards.sum() - group_rewards) / (size - 1)
         advantages[indices] = group_rewards - others_mean
     return advantages.to(torch.float32)
+
+
+ADVANTAGE_ESTIMATORS: Registry[Callable[[torch.Tensor, Sequence[Hashable]], torch.Tensor]] = (
+    Registry("advantage estimator", {"grpo": grpo_advantages, "rloo": rloo_advantages})
+)
+"""``algorithm.advantage`` -> the estimator: ``(rewards, groups) -> per-episode advantages``."""
 
 
 def normalize_by_task(

@@ -7,17 +7,23 @@ the paper compares against (section 5.1: DCPO, BAPO; plus DAPO's clip-higher):
   token entropy (and loss-token count) per task, and returns the nominal clip range
   per task for the metrics (``clip_eps``);
 * :meth:`ClipPolicy.bounds` gives per-token bounds for a micro-batch of loss tokens.
+
+:data:`CLIP_POLICIES` maps ``clip.policy`` to the builder of each; the config validation
+builds the chosen one when the config is loaded, so a bad range fails at once.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from . import defaults as d
 from .pacer import EPPOPacer
+from .registry import Registry
 
 GLOBAL_KEY = "__all__"  # the one key EPPO's pacer sees when pacing is not task-wise
 
@@ -60,7 +66,7 @@ class FixedClip(ClipPolicy):
 
     name = "fixed"
 
-    def __init__(self, eps_low: float = 0.2, eps_high: float = 0.2) -> None:
+    def __init__(self, eps_low: float = d.CLIP_EPS, eps_high: float = d.CLIP_EPS) -> None:
         if not 0 < eps_low < 1 or eps_high <= 0:
             raise ValueError(f"need 0 < eps_low < 1 and eps_high > 0, got {eps_low}, {eps_high}")
         self.eps_low = eps_low
@@ -85,7 +91,7 @@ class DAPOClip(FixedClip):
 
     name = "dapo"
 
-    def __init__(self, eps_low: float = 0.2, eps_high: float = 0.28) -> None:
+    def __init__(self, eps_low: float = d.DAPO_EPS_LOW, eps_high: float = d.DAPO_EPS_HIGH) -> None:
         super().__init__(eps_low, eps_high)
 
 
@@ -155,7 +161,16 @@ class DCPOClip(ClipPolicy):
 
     name = "dcpo"
 
-    def __init__(self, eps_low: float = 0.16, eps_high: float = 0.2, r_max: float = 10.0) -> None:
+    def __init__(
+        self,
+        eps_low: float = d.DCPO_EPS_LOW,
+        eps_high: float = d.DCPO_EPS_HIGH,
+        r_max: float = d.DCPO_R_MAX,
+    ) -> None:
+        if eps_low <= 0 or eps_high <= 0:
+            raise ValueError(f"need eps_low > 0 and eps_high > 0, got {eps_low}, {eps_high}")
+        if r_max <= 1:
+            raise ValueError(f"r_max caps the upper bound above 1: need r_max > 1, got {r_max}")
         self.eps_low = eps_low
         self.eps_high = eps_high
         self.r_max = r_max
@@ -189,14 +204,25 @@ class BAPOClip(ClipPolicy):
 
     def __init__(
         self,
-        c_low: float = 0.6,
-        c_high: float = 1.2,
-        rho0: float = 0.4,
-        step_high: float = 0.05,
-        step_low: float = 0.02,
-        max_high: float = 3.0,
-        max_low: float = 0.9,
+        c_low: float = d.BAPO_C_LOW,
+        c_high: float = d.BAPO_C_HIGH,
+        rho0: float = d.BAPO_RHO0,
+        step_high: float = d.BAPO_STEP_HIGH,
+        step_low: float = d.BAPO_STEP_LOW,
+        max_high: float = d.BAPO_MAX_HIGH,
+        max_low: float = d.BAPO_MAX_LOW,
     ) -> None:
+        if not 0 < c_low < 1 < c_high:
+            raise ValueError(f"need 0 < c_low < 1 < c_high, got {c_low}, {c_high}")
+        if not 0 < rho0 < 1:
+            raise ValueError(f"rho0 is a share: need 0 < rho0 < 1, got {rho0}")
+        if step_high <= 0 or step_low <= 0:
+            raise ValueError(f"need step_high > 0 and step_low > 0, got {step_high}, {step_low}")
+        if not (c_high <= max_high and c_low <= max_low < 1):
+            raise ValueError(
+                f"need c_high <= max_high and c_low <= max_low < 1, got c_high {c_high}, "
+                f"max_high {max_high}, c_low {c_low}, max_low {max_low}"
+            )
         self.c_low, self.c_high, self.rho0 = c_low, c_high, rho0
         self.step_high, self.step_low = step_high, step_low
         self.max_high, self.max_low = max_high, max_low
@@ -229,3 +255,32 @@ class BAPOClip(ClipPolicy):
         low, high = self.balance(batch.ratio, batch.advantages)
         self.last = (low, high)
         return torch.full_like(batch.ratio, low), torch.full_like(batch.ratio, high)
+
+
+def _eppo(clip: Any) -> ClipPolicy:
+    return EPPOClip(make_pacer(clip.eppo), taskwise=clip.eppo.taskwise)
+
+
+def make_pacer(eppo: Any) -> EPPOPacer:
+    """The pacer of a ``clip.eppo`` config section."""
+    return EPPOPacer(
+        eppo.eps0, eppo.alpha, eppo.beta, eppo.eps_min, eppo.eps_max, eppo.trend_constraint
+    )
+
+
+CLIP_POLICIES: Registry[Callable[[Any], ClipPolicy]] = Registry(
+    "clip policy",
+    {
+        "fixed": lambda clip: FixedClip(clip.eps, clip.eps),
+        "eppo": _eppo,
+        "dapo": lambda clip: DAPOClip(clip.dapo_eps_low, clip.dapo_eps_high),
+        "dcpo": lambda clip: DCPOClip(clip.dcpo_eps_low, clip.dcpo_eps_high, clip.dcpo_r_max),
+        "bapo": lambda clip: BAPOClip(rho0=clip.bapo_rho0),
+    },
+)
+"""``clip.policy`` -> a builder taking the ``clip`` config section (``ClipConfig``)."""
+
+
+def make_clip_policy(clip: Any) -> ClipPolicy:
+    """The clip policy a ``clip`` config section names (``UnknownNameError`` if none)."""
+    return CLIP_POLICIES.lookup(clip.policy, where="clip.policy")(clip)

@@ -15,9 +15,7 @@ import torch
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
-DUAL_CLIP_C = 3.0  # appendix A.2, dual clip c = 3 (Ye et al., 2020; verl's clip_ratio_c)
-KL_COEF = 1e-4  # appendix A.2
-ENTROPY_COEF = 0.0  # appendix A.2
+from .defaults import DUAL_CLIP_C, ENTROPY_COEF, KL_COEF, LOGPROB_CHUNK
 
 
 def _chunk_logprobs_entropy(
@@ -35,7 +33,7 @@ def chunked_logprobs_and_entropy(
     weight: torch.Tensor,
     targets: torch.Tensor,
     temperature: float = 1.0,
-    chunk_size: int = 1024,
+    chunk_size: int = LOGPROB_CHUNK,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probability of ``targets`` and entropy per position, ``chunk_size`` rows at a time.
 
@@ -43,7 +41,8 @@ def chunked_logprobs_and_entropy(
     ``targets`` (``[N]``); ``weight``: the ``[V, D]`` output embedding. Only one chunk's
     ``[chunk, V]`` logits exist at a time, also in the backward pass (each chunk is
     recomputed under activation checkpointing when gradients are on): a 150k
-    vocabulary would otherwise need GBs for a long batch (NOTES.md). Logits are divided
+    vocabulary would otherwise need GBs for a long batch (2 x 8,192 positions x 150k
+    x 4 bytes = 10 GB of logits and their gradient). Logits are divided
     by the sampling ``temperature`` so the ratio compares the distributions the
     rollouts were sampled from.
     """
@@ -87,12 +86,12 @@ class TokenLosses:
     kl: torch.Tensor  # k3 estimate of KL(pi_theta || pi_ref); zeros without a reference
     entropy: torch.Tensor
     ratio: torch.Tensor  # detached importance ratio
+    outside: torch.Tensor  # bool: the ratio lies outside this token's [lower, upper]
     clipped: torch.Tensor  # bool: the clip (a bound or the dual clip) cut this token's gradient
 
 
 def clipped_policy_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
+    ratio: torch.Tensor,
     advantages: torch.Tensor,
     lower: torch.Tensor | float,
     upper: torch.Tensor | float,
@@ -100,15 +99,20 @@ def clipped_policy_loss(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 3/12 per token with ratio bounds ``[lower, upper]`` and PPO's dual clip.
 
+    ``ratio`` is the importance ratio ``pi_theta / pi_old`` (with its gradient).
     ``loss = max(-A r, -A clip(r, lower, upper))``; for ``A < 0`` the dual clip caps it
     at ``-A c`` (so a huge ratio on a bad token cannot blow up the step). Returns the
     per-token loss and a bool mask of the tokens whose gradient the clip removed.
     Fixed GRPO uses ``lower = 1 - ε``, ``upper = 1 + ε``; the clip policies supply
     per-task or per-token bounds.
+
+    >>> ratio = torch.tensor([1.0, 1.5, 0.5])
+    >>> loss, clipped = clipped_policy_loss(ratio, torch.tensor([1.0, 1.0, -1.0]), 0.75, 1.25)
+    >>> loss.tolist(), clipped.tolist()
+    ([-1.0, -1.25, 0.75], [False, True, True])
     """
     if dual_clip_c is not None and dual_clip_c <= 1:
         raise ValueError(f"the dual clip constant must be > 1, got {dual_clip_c}")
-    ratio = torch.exp(logprobs - old_logprobs)
     lower = torch.as_tensor(lower, dtype=ratio.dtype)
     upper = torch.as_tensor(upper, dtype=ratio.dtype)
     unclipped = -advantages * ratio
@@ -133,26 +137,28 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
 
 
 def token_losses(
+    ratio: torch.Tensor,
     logprobs: torch.Tensor,
     entropy: torch.Tensor,
-    old_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     lower: torch.Tensor | float,
     upper: torch.Tensor | float,
     ref_logprobs: torch.Tensor | None = None,
     dual_clip_c: float | None = DUAL_CLIP_C,
 ) -> TokenLosses:
-    """All per-token terms of the objective for flat tensors of loss tokens."""
-    policy, clipped = clipped_policy_loss(
-        logprobs, old_logprobs, advantages, lower, upper, dual_clip_c
-    )
+    """All per-token terms of the objective for flat tensors of loss tokens.
+
+    ``ratio`` is ``exp(logprobs - old_logprobs)``, computed once by the caller (the clip
+    policy needed its detached value for the bounds already).
+    """
+    policy, clipped = clipped_policy_loss(ratio, advantages, lower, upper, dual_clip_c)
     kl = torch.zeros_like(logprobs) if ref_logprobs is None else k3_kl(logprobs, ref_logprobs)
+    detached = ratio.detach()
+    outside = (detached < torch.as_tensor(lower, dtype=detached.dtype)) | (
+        detached > torch.as_tensor(upper, dtype=detached.dtype)
+    )
     return TokenLosses(
-        policy=policy,
-        kl=kl,
-        entropy=entropy,
-        ratio=torch.exp(logprobs - old_logprobs).detach(),
-        clipped=clipped,
+        policy=policy, kl=kl, entropy=entropy, ratio=detached, outside=outside, clipped=clipped
     )
 
 

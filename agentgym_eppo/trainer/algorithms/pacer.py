@@ -28,7 +28,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-Z_SCORE_EPS = 1e-8  # ε of eq. 8 (DESIGN.md)
+from . import defaults as d
+from .defaults import Z_SCORE_EPS
+
 _MIN_REFERENCE = 1e-12  # a task whose first entropy is 0 gets a ratio against this floor
 
 
@@ -60,11 +62,11 @@ class EPPOPacer:
 
     def __init__(
         self,
-        eps0: float = 0.2,
-        alpha: float = 0.4,
-        beta: float = 0.95,
-        eps_min: float = 0.15,
-        eps_max: float = 0.3,
+        eps0: float = d.EPPO_EPS0,
+        alpha: float = d.EPPO_ALPHA,
+        beta: float = d.EPPO_BETA,
+        eps_min: float = d.EPPO_EPS_MIN,
+        eps_max: float = d.EPPO_EPS_MAX,
         trend_constraint: bool = True,
     ) -> None:
         if eps0 <= 0:
@@ -116,7 +118,8 @@ class EPPOPacer:
     def _track(self, task_id: str, value: float) -> None:
         pace = self.tasks.get(task_id)
         if pace is None:
-            # The first measurement anchors H(0) and starts the EMA (DESIGN.md convention).
+            # The first measurement anchors H(0) and starts the EMA: the paper leaves H(0)
+            # open, and a task joining late must not be compared with entropy it never had.
             self.tasks[task_id] = TaskPace(
                 entropy=value,
                 reference=value,

@@ -1,7 +1,7 @@
 """The report of a method comparison: dev success and entropy diagnostics over seeds.
 
 Input: for each method, the run directories of its finished seeds (layout in
-INTERFACES.md). Output, in the comparison folder:
+docs/trainer.md, "The run directory"). Output, in the comparison folder:
 
 - ``report.md``: dev success per task after RL (mean ± std over seeds), the three
   diagnostics of figure 1(c) per method, the paper's claims checked against our numbers,
@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from .diagnostics import finite_mean, finite_std
 from .plots import ordered_tasks, plot_method_bars, plot_method_grid
 from .report import run_diagnostics
-from .run_dir import eval_success, read_evals, read_metrics
+from .run_dir import eval_success, json_safe, read_evals, read_metrics
 
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
@@ -37,6 +36,10 @@ DIAGNOSTIC_TITLES = {
     "trend_r2": "trend R² vs log t (higher better)",
     "late_spike_max": "late spike amplitude (lower better)",
 }
+
+
+CLIP_SHARES = {"ratio_outside_share": (), "clipped_share": ("clip_fraction",)}
+"""Per-step clip metrics averaged per seed, with the names older runs recorded them under."""
 
 
 @dataclass(frozen=True)
@@ -88,39 +91,40 @@ def collect_seed(seed: int, run_dir: Path) -> SeedResult:
     if "after_rl" not in evals:
         raise FileNotFoundError(f"{run_dir}: no eval_after_rl.json; the run did not finish")
     success = eval_success(evals["after_rl"])
-    success["mean_success"] = _mean(success.values())
+    success["mean_success"] = finite_mean(success.values())
     metrics = read_metrics(run_dir)
-    diagnostics = dict.fromkeys([*DIAGNOSTIC_TITLES, "clip_fraction"], math.nan)
+    diagnostics = dict.fromkeys([*DIAGNOSTIC_TITLES, *CLIP_SHARES], math.nan)
     if metrics.num_steps:
         result = run_diagnostics(metrics)
         diagnostics.update(
             crossover_count=float(result.crossover_count),
             trend_r2=result.trend_r2,
             late_spike_max=result.late_spike_max,
-            clip_fraction=_mean(
-                value
-                for series in metrics.task_series("clip_fraction").values()
-                for value in series.tolist()
-            ),
         )
+        for key, old_names in CLIP_SHARES.items():
+            diagnostics[key] = finite_mean(
+                value
+                for series in _first_series(metrics, (key, *old_names)).values()
+                for value in series.tolist()
+            )
     return SeedResult(seed, run_dir, success, diagnostics)
 
 
-def _mean(values: Any) -> float:
-    finite = [float(v) for v in values if math.isfinite(v)]
-    return float(np.mean(finite)) if finite else math.nan
-
-
-def _std(values: Sequence[float]) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return float(np.std(finite, ddof=1)) if len(finite) > 1 else 0.0
+def _first_series(metrics: Any, names: Sequence[str]) -> dict[str, Any]:
+    """The per-task series of the first of ``names`` the run recorded (runs written
+    before a metric was renamed carry its old name)."""
+    for name in names:
+        series = metrics.task_series(name)
+        if series:
+            return dict(series)
+    return {}
 
 
 def mean_std(values: Sequence[float], digits: int = 3) -> str:
     """``mean ± std`` over seeds, or ``n/a`` when no seed has a value."""
     if not any(math.isfinite(v) for v in values):
         return "n/a"
-    return f"{_mean(values):.{digits}f} ± {_std(values):.{digits}f}"
+    return f"{finite_mean(values):.{digits}f} ± {finite_std(values):.{digits}f}"
 
 
 def write_compare_report(
@@ -168,8 +172,9 @@ def write_compare_report(
     lines.append(_diagnostics_table(results))
     lines += [
         "",
-        "The clipped token share is the mean over steps and tasks of the share of loss tokens "
-        "whose ratio left the clip range: near 0, the clip policies barely act on the loss.",
+        "The two clip columns are means over steps and tasks: the share of loss tokens whose "
+        "importance ratio lay outside their clip range, and the share whose gradient the clip "
+        "removed. Near 0, the clip policies barely act on the loss.",
     ]
     lines += ["", "## The paper's claims on our numbers", ""]
     lines.append(_claims_table(results))
@@ -192,7 +197,7 @@ def _success_table(
     ]
     if start_success:
         cells = [f"{start_success.get(task, math.nan):.3f}" for task in tasks]
-        start_mean = _mean(start_success.get(task, math.nan) for task in tasks)
+        start_mean = finite_mean(start_success.get(task, math.nan) for task in tasks)
         rows.append("| SFT start (shared) | - | " + " | ".join(cells) + f" | {start_mean:.3f} |")
     for method, seeds in results.items():
         cells = [mean_std([r.success.get(t, math.nan) for r in seeds]) for t in tasks]
@@ -204,15 +209,16 @@ def _success_table(
 def _diagnostics_table(results: Mapping[str, Sequence[SeedResult]]) -> str:
     rows = [
         "| method | seeds | crossover count ↓ | trend R² ↑ | late spike amplitude ↓ | "
-        "clipped token share |",
-        "|---|---:|---:|---:|---:|---:|",
+        "ratio outside clip range | gradient clipped |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for method, seeds in results.items():
         cells = [
             mean_std([r.diagnostics[key] for r in seeds], 1 if key == "crossover_count" else 3)
             for key in DIAGNOSTIC_TITLES
         ]
-        cells.append(mean_std([r.diagnostics.get("clip_fraction", math.nan) for r in seeds], 4))
+        for key in CLIP_SHARES:
+            cells.append(mean_std([r.diagnostics.get(key, math.nan) for r in seeds], 4))
         rows.append(f"| {method} | {len(seeds)} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -234,11 +240,11 @@ def claim_verdict(claim: PaperClaim, results: Mapping[str, Sequence[SeedResult]]
     a, b = _values(better, claim.quantity), _values(worse, claim.quantity)
     if not any(map(math.isfinite, a)) or not any(map(math.isfinite, b)):
         return "not run"
-    difference = _mean(a) - _mean(b)
+    difference = finite_mean(a) - finite_mean(b)
     if not claim.higher_is_better:
         difference = -difference
     verdict = "agrees" if difference > 0 else "ties" if difference == 0 else "disagrees"
-    if abs(difference) < max(_std(a), _std(b)) or min(len(a), len(b)) < 2:
+    if abs(difference) < max(finite_std(a), finite_std(b)) or min(len(a), len(b)) < 2:
         verdict += " (within noise)"
     return verdict
 
@@ -295,33 +301,32 @@ def _report_json(
     start_success: Mapping[str, float] | None,
     failures: Mapping[str, str],
 ) -> dict[str, Any]:
-    def clean(value: float) -> float | None:
-        return value if math.isfinite(value) else None
-
-    return {
-        "planned_seeds": list(planned_seeds),
-        "start_success": {k: clean(v) for k, v in (start_success or {}).items()},
-        "failures": dict(failures),
-        "methods": {
-            method: [
+    return json_safe(
+        {
+            "planned_seeds": list(planned_seeds),
+            "start_success": dict(start_success or {}),
+            "failures": dict(failures),
+            "methods": {
+                method: [
+                    {
+                        "seed": r.seed,
+                        "run_dir": str(r.run_dir),
+                        "success": dict(r.success),
+                        "diagnostics": dict(r.diagnostics),
+                    }
+                    for r in seeds
+                ]
+                for method, seeds in results.items()
+            },
+            "claims": [
                 {
-                    "seed": r.seed,
-                    "run_dir": str(r.run_dir),
-                    "success": {k: clean(v) for k, v in r.success.items()},
-                    "diagnostics": {k: clean(v) for k, v in r.diagnostics.items()},
+                    "source": c.source,
+                    "quantity": c.quantity,
+                    "better": c.better,
+                    "worse": c.worse,
+                    "verdict": claim_verdict(c, results),
                 }
-                for r in seeds
-            ]
-            for method, seeds in results.items()
-        },
-        "claims": [
-            {
-                "source": c.source,
-                "quantity": c.quantity,
-                "better": c.better,
-                "worse": c.worse,
-                "verdict": claim_verdict(c, results),
-            }
-            for c in PAPER_CLAIMS
-        ],
-    }
+                for c in PAPER_CLAIMS
+            ],
+        }
+    )

@@ -18,7 +18,7 @@ Pure functions over numpy; no plotting, no file access.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -29,6 +29,22 @@ Curves = Mapping[str, Sequence[float] | NDArray[np.floating]]
 
 LATE_TAIL = 0.3
 """Share of training the late spike looks at: the paper's "last 30% of training"."""
+
+
+def finite_mean(values: Iterable[float]) -> float:
+    """The mean of the finite values (``NaN`` marks "no information"); ``NaN`` if none.
+
+    >>> finite_mean([1.0, float("nan"), 3.0])
+    2.0
+    """
+    finite = [float(v) for v in values if math.isfinite(v)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
+def finite_std(values: Iterable[float]) -> float:
+    """The sample standard deviation (ddof 1) of the finite values; 0 for fewer than two."""
+    finite = [float(v) for v in values if math.isfinite(v)]
+    return float(np.std(finite, ddof=1)) if len(finite) > 1 else 0.0
 
 
 def _as_arrays(curves: Curves) -> dict[str, NDArray[np.float64]]:
@@ -119,7 +135,7 @@ def trend_r2(curves: Curves) -> float:
 def late_window(num_steps: int, tail: float = LATE_TAIL) -> int:
     """How many final steps the late-spike window covers: ``max(1, round(tail * T))``.
 
-    ``round`` is Python's (halves go to the even neighbour), as DESIGN.md writes it.
+    ``round`` is Python's (halves go to the even neighbour; docs/diagnostics.md).
     """
     if not 0.0 < tail <= 1.0:
         raise ValueError(f"tail must be a share of training in (0, 1], got {tail!r}")

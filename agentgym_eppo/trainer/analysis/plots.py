@@ -16,6 +16,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from numpy.typing import NDArray
 
+from .diagnostics import finite_mean, finite_std
+
 TASK_ORDER = ("os", "db", "kg", "alfworld", "webshop")
 """AgentBench's five tasks, in the paper's column order; they keep one colour in every plot."""
 
@@ -116,8 +118,8 @@ def plot_method_bars(
     for k, quantity in enumerate(quantities):
         axes = figure.add_subplot(1, len(quantities), k + 1)
         methods = list(values.get(quantity, {}))
-        means = [_nanmean(values[quantity][m]) for m in methods]
-        stds = [_nanstd(values[quantity][m]) for m in methods]
+        means = [finite_mean(values[quantity][m]) for m in methods]
+        stds = [finite_std(values[quantity][m]) for m in methods]
         axes.bar(range(len(methods)), means, yerr=stds, color="C0", capsize=3)
         axes.set_xticks(range(len(methods)), methods, rotation=35, ha="right", fontsize="small")
         axes.set_title(titles[quantity], fontsize="medium")
@@ -154,13 +156,3 @@ def plot_method_grid(
         figure.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False)
     figure.tight_layout(rect=(0, 0, 1, 0.93))
     return save_figure(figure, stem)
-
-
-def _nanmean(values: Sequence[float]) -> float:
-    finite = [v for v in values if np.isfinite(v)]
-    return float(np.mean(finite)) if finite else float("nan")
-
-
-def _nanstd(values: Sequence[float]) -> float:
-    finite = [v for v in values if np.isfinite(v)]
-    return float(np.std(finite, ddof=1)) if len(finite) > 1 else 0.0

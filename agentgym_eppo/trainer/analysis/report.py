@@ -1,6 +1,6 @@
 """``agentgym-eppo diagnose RUN_DIR``: the entropy diagnostics and plots of one training run.
 
-Reads ``RUN_DIR/metrics.jsonl`` and ``RUN_DIR/eval_*.json`` (layout in INTERFACES.md) and
+Reads ``RUN_DIR/metrics.jsonl`` and ``RUN_DIR/eval_*.json`` (layout: docs/trainer.md) and
 writes, inside the run directory:
 
 - ``plots/entropy`` (figure 1a/b), ``plots/clip_eps``, ``plots/zscore`` (figure 4),
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .diagnostics import LATE_TAIL, EntropyDiagnostics, diagnose_curves, late_window
+from .diagnostics import LATE_TAIL, EntropyDiagnostics, diagnose_curves, finite_mean, late_window
 from .plots import ordered_tasks, plot_eval_success, plot_task_series
-from .run_dir import METRICS_FILE, RunMetrics, eval_success, read_evals, read_metrics
+from .run_dir import METRICS_FILE, RunMetrics, eval_success, json_safe, read_evals, read_metrics
 
 SUMMARY_MD = "diagnostics.md"
 SUMMARY_JSON = "diagnostics.json"
@@ -95,10 +95,6 @@ def _write_plots(
     return written
 
 
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
 def _summary(
     run: Path,
     metrics: RunMetrics,
@@ -106,43 +102,29 @@ def _summary(
     diagnostics: EntropyDiagnostics | None,
 ) -> dict[str, Any]:
     """The machine-readable summary (``NaN`` written as ``null``)."""
-    return {
-        "run_dir": str(run),
-        "steps": metrics.num_steps,
-        "tasks": list(ordered_tasks(metrics.task_ids)),
-        "late_tail": LATE_TAIL,
-        "diagnostics": _json_ready(diagnostics.as_dict()) if diagnostics else None,
-        "eval_success": {
-            stage: {task: _finite_or_none(v) for task, v in per_task.items()}
-            for stage, per_task in evals.items()
-        },
-        "eval_mean_success": {
-            stage: _finite_or_none(_mean(per_task.values())) for stage, per_task in evals.items()
-        },
-    }
-
-
-def _json_ready(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _json_ready(item) for key, item in value.items()}
-    if isinstance(value, float):
-        return _finite_or_none(value)
-    return value
-
-
-def _mean(values: Any) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return float(np.mean(finite)) if finite else math.nan
+    return json_safe(
+        {
+            "run_dir": str(run),
+            "steps": metrics.num_steps,
+            "tasks": list(ordered_tasks(metrics.task_ids)),
+            "late_tail": LATE_TAIL,
+            "diagnostics": diagnostics.as_dict() if diagnostics else None,
+            "eval_success": evals,
+            "eval_mean_success": {
+                stage: finite_mean(per_task.values()) for stage, per_task in evals.items()
+            },
+        }
+    )
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
-def _tail_mean(values: NDArray[np.float64] | None, window: int) -> float:
+def _tailfinite_mean(values: NDArray[np.float64] | None, window: int) -> float:
     if values is None:
         return math.nan
-    return _mean(values[-window:].tolist())
+    return finite_mean(values[-window:].tolist())
 
 
 def _markdown(
@@ -195,12 +177,12 @@ def _per_task_table(
         finite = curve[np.isfinite(curve)] if curve is not None else np.empty(0)
         first = float(finite[0]) if len(finite) else math.nan
         last = float(finite[-1]) if len(finite) else math.nan
-        clip_last = _tail_mean(clip.get(task), 1)
+        clip_last = _tailfinite_mean(clip.get(task), 1)
         rows.append(
             f"| {task} | {_fmt(first)} | {_fmt(last)} | "
             f"{_fmt(diagnostics.trend_r2_per_task.get(task, math.nan))} | "
             f"{_fmt(diagnostics.late_spike_per_task.get(task, math.nan), 4)} | "
-            f"{_fmt(clip_last)} | {_fmt(_tail_mean(success.get(task), window))} |"
+            f"{_fmt(clip_last)} | {_fmt(_tailfinite_mean(success.get(task), window))} |"
         )
     return "\n".join(rows)
 
@@ -213,5 +195,7 @@ def _eval_table(evals: dict[str, dict[str, float]]) -> str:
     ]
     for stage, per_task in evals.items():
         cells = [_fmt(per_task.get(task, math.nan)) for task in tasks]
-        rows.append(f"| {stage} | " + " | ".join(cells) + f" | {_fmt(_mean(per_task.values()))} |")
+        rows.append(
+            f"| {stage} | " + " | ".join(cells) + f" | {_fmt(finite_mean(per_task.values()))} |"
+        )
     return "\n".join(rows)

@@ -155,12 +155,19 @@ def eval_success(report: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf become None (JSON has no NaN)."""
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN/inf float (nested in dicts and lists) as ``None``: JSON has
+    no NaN, and the run directory's files are read by other tools.
+
+    >>> json_safe({"a": float("nan"), "b": [1.0, float("inf")]})
+    {'a': None, 'b': [1.0, None]}
+    """
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -189,7 +196,7 @@ class MetricsWriter:
                 self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
 
     def write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps(_clean(record), sort_keys=True) + "\n")
+        self._file.write(json.dumps(json_safe(record), sort_keys=True) + "\n")
         self._file.flush()
         if self._tb is None:
             return
@@ -216,7 +223,7 @@ def step_record(
     rollout_seconds: float,
     started: float,
 ) -> dict[str, Any]:
-    """The ``metrics.jsonl`` record of one RL step (layout in INTERFACES.md)."""
+    """The ``metrics.jsonl`` record of one RL step (every field: ``docs/trainer.md``)."""
     by_task: dict[str, list[Episode]] = defaultdict(list)
     for episode in episodes:
         by_task[episode.task_id].append(episode)
@@ -235,7 +242,8 @@ def step_record(
             "collapse_ratio": pace.collapse_ratio if pace else None,
             "zscore": pace.zscore if pace else None,
             "clip_eps": result.task_clip_eps.get(task_id),
-            "clip_fraction": result.task_clip_fraction.get(task_id, 0.0),
+            "ratio_outside_share": result.task_ratio_outside_share.get(task_id, 0.0),
+            "clipped_share": result.task_clipped_share.get(task_id, 0.0),
         }
     seconds = time.perf_counter() - started
     return {

@@ -30,7 +30,8 @@ class RayConfig:
     num_cpus: int | None = _help("CPUs of a runtime started with address=local.", None)
     env_worker_cpus: float = _help(
         "CPUs each env worker actor asks for: a fraction, so that hundreds of workers "
-        "never wait for whole CPUs (NOTES.md: Ray leaves over-asking actors pending).",
+        "never wait for whole CPUs (Ray leaves an actor that asks for more CPUs than are "
+        "free pending, with no error).",
         0.05,
     )
     envs_per_worker: int = _help("Env slots per worker actor.", 1)

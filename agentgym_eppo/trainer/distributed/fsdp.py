@@ -32,14 +32,12 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from transformers import PreTrainedModel
 
-from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy, ClipTokens
-from agentgym_eppo.trainer.algorithms.losses import token_losses, token_sum
+from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy
 from agentgym_eppo.trainer.rollout.episodes import Episode
 from agentgym_eppo.trainer.training.batching import MicroBatch, micro_batches, token_logprobs
 from agentgym_eppo.trainer.training.update import (
     PolicyUpdater,
     Scored,
-    UpdateResult,
     UpdateSettings,
 )
 
@@ -227,105 +225,28 @@ class FSDPPolicyUpdater(PolicyUpdater):
         entropy = {t: sums[k] / tokens[t] for k, t in enumerate(task_names) if tokens[t]}
         return entropy, tokens
 
-    def _train(
-        self,
-        episodes: Sequence[Episode],
-        scored: Scored,
-        advantages: torch.Tensor,
-        task_names: list[str],
-        generator: torch.Generator,
-        result: UpdateResult,
-    ) -> None:
-        s = self.settings
-        task_index = {name: k for k, name in enumerate(task_names)}
-        counts = torch.zeros(2, len(task_names), dtype=torch.float64)  # clipped, counted
-        losses, kls, norms = [], [], []
-        trainable = [i for i, episode in enumerate(episodes) if episode.generated_tokens > 0]
-        owned = self.owned(episodes)
-        self.model.train()
-        for _ in range(s.ppo_epochs):
-            order = [trainable[i] for i in torch.randperm(len(trainable), generator=generator)]
-            size = -(-len(order) // s.mini_batches)
-            for start in range(0, len(order), size):
-                mini = order[start : start + size]
-                batch_tokens = sum(episodes[i].generated_tokens for i in mini)
-                loss_total = kl_total = 0.0
-                for batch in self._batches(episodes, mini, owned):
-                    logp, entropy = self.scorer(batch, s.temperature, s.logprob_chunk, s.bf16)
-                    if not batch.members:
-                        (logp.sum() * 0.0).backward()
-                        continue
-                    loss, kl, clipped, owner = self._micro_loss(
-                        batch,
-                        logp,
-                        entropy,
-                        episodes,
-                        scored,
-                        advantages,
-                        task_index,
-                        task_names,
-                        batch_tokens,
-                    )
-                    (loss * self.world).backward()  # FSDP averages gradients over ranks
-                    loss_total += float(loss.detach())
-                    kl_total += kl
-                    for k in range(len(task_names)):
-                        selected = owner == k
-                        counts[0, k] += float(clipped[selected].sum())
-                        counts[1, k] += float(selected.sum())
-                norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.max_grad_norm)
-                if isinstance(norm, DTensor):
-                    norm = norm.full_tensor()
-                self.optimizer.step()
-                self.optimizer.zero_grad(set_to_none=True)
-                total_loss, total_kl = _all_sum([loss_total, kl_total])
-                losses.append(total_loss)
-                kls.append(total_kl)
-                norms.append(float(norm))
-        result.loss = sum(losses) / len(losses)
-        result.kl = sum(kls) / len(kls)
-        result.grad_norm = sum(norms) / len(norms)
-        totals = _all_sum(counts.flatten().tolist())
-        clipped_all, counted_all = totals[: len(task_names)], totals[len(task_names) :]
-        result.task_clip_fraction = {
-            name: clipped_all[k] / counted_all[k]
-            for k, name in enumerate(task_names)
-            if counted_all[k]
-        }
+    # The update loop is PolicyUpdater._train; these hooks make it run over ranks.
 
-    def _micro_loss(
-        self,
-        batch: MicroBatch,
-        logp: torch.Tensor,
-        entropy: torch.Tensor,
-        episodes: Sequence[Episode],
-        scored: Scored,
-        advantages: torch.Tensor,
-        task_index: dict[str, int],
-        task_names: list[str],
-        batch_tokens: int,
-    ) -> tuple[torch.Tensor, float, torch.Tensor, torch.Tensor]:
-        """The micro-batch's share of the global token-mean loss (as PolicyUpdater)."""
+    def _train_batches(
+        self, episodes: Sequence[Episode], indices: Sequence[int]
+    ) -> list[MicroBatch]:
+        return self._batches(episodes, indices, self.owned(episodes))
+
+    def _forward(self, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
         s = self.settings
-        members = batch.members
-        device = logp.device
-        old = torch.cat([scored.old_logprobs[i] for i in members]).to(device)
-        ref = (
-            torch.cat([scored.ref_logprobs[i] for i in members]).to(device)
-            if scored.ref_logprobs is not None
-            else None
-        )
-        counts = torch.tensor([episodes[i].generated_tokens for i in members])
-        adv = advantages[members].repeat_interleave(counts).to(device)
-        owner = torch.tensor([task_index[episodes[i].task_id] for i in members]).repeat_interleave(
-            counts
-        )
-        ratio = torch.exp(logp.detach().float() - old)
-        lower, upper = self.clip_policy.bounds(ClipTokens(owner, task_names, old, adv, ratio))
-        terms = token_losses(logp.float(), entropy, old, adv, lower, upper, ref, s.dual_clip_c)
-        loss = token_sum(terms, batch_tokens, s.kl_coef, s.entropy_coef)
-        kl = float(terms.kl.detach().sum()) / batch_tokens
-        return loss, kl, terms.clipped.cpu(), owner
+        return self.scorer(batch, s.temperature, s.logprob_chunk, s.bf16)
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        (loss * self.world).backward()  # FSDP averages gradients over ranks
+
+    def _sum_over_ranks(self, values: Sequence[float]) -> list[float]:
+        return _all_sum(values)
+
+    def _clip_grad_norm(self) -> float:
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.max_grad_norm)
+        if isinstance(norm, DTensor):
+            norm = norm.full_tensor()
+        return float(norm)
 
 
 def full_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:

@@ -10,12 +10,13 @@ the same :class:`Transcript`, so warm start and RL see the same token layout.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
+
+from agentgym_eppo.core import FunctionCall
 
 # What the template writes between an assistant turn's <|im_end|> and the next turn's
 # text: see tiny_model.CHAT_TEMPLATE (and Qwen2.5's template, which it follows).
@@ -75,8 +76,7 @@ def action_text(action: Any) -> str:
     if isinstance(action, str):
         return action
     if isinstance(action, Mapping) and "name" in action:
-        call = {"name": action["name"], "arguments": action.get("arguments", {})}
-        return "<tool_call>\n" + json.dumps(call, ensure_ascii=False) + "\n</tool_call>"
+        return FunctionCall(str(action["name"]), action.get("arguments", {})).to_hermes()
     raise TypeError(f"cannot render expert action {action!r} as assistant text")
 
 

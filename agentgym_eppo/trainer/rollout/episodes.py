@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from transformers import PreTrainedTokenizerBase
 
 from agentgym_eppo.core import Status
+from agentgym_eppo.trainer.algorithms import defaults as d
 
 from .chat import Transcript, observation_token_ids, prompt_token_ids
 from .engine import RolloutEngine
@@ -56,9 +57,9 @@ class Episode:
 class RolloutLimits:
     """Per-episode token limits (EPPO paper, appendix A.2: 1,024 per turn, 8,192 in all)."""
 
-    max_tokens_per_turn: int = 1024
-    max_context: int = 8192
-    temperature: float = 0.8
+    max_tokens_per_turn: int = d.MAX_TOKENS_PER_TURN
+    max_context: int = d.MAX_CONTEXT
+    temperature: float = d.TEMPERATURE
 
 
 def slot_info(infos: Mapping[str, Any], index: int) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentgym_eppo.registration import ENVIRONMENTS
 from agentgym_eppo.trainer.evaluation import summarize
+from agentgym_eppo.vector.layout import resolve_env_id
 
 from .chat import Transcript
 from .episodes import Episode
@@ -71,8 +71,9 @@ def evaluate_endpoint(
     is the action. Instances are played in order, one at a time."""
     episodes: list[Episode] = []
     for task_id in tasks:
-        env_id = ENVIRONMENTS[task_id][0] if task_id in ENVIRONMENTS else task_id
-        env = gym.make(env_id, split=split, **dict((env_kwargs or {}).get(task_id, {})))
+        env = gym.make(
+            resolve_env_id(task_id), split=split, **dict((env_kwargs or {}).get(task_id, {}))
+        )
         try:
             count = int(env.unwrapped.num_tasks)  # type: ignore[attr-defined]
             for index in range(count if max_instances is None else min(count, max_instances)):

@@ -1,6 +1,6 @@
 """The policy: a tiny Qwen2-style model and BPE tokenizer built offline, or a saved one loaded.
 
-There is no model hub here (NOTES.md), so the CPU demo, the tests and the benchmarks
+The project runs offline (no model hub to download from), so the CPU demo, the tests and the benchmarks
 build their model from a config and train their tokenizer on the environments' own
 text in about a second.
 

@@ -5,6 +5,12 @@ The order is the paper's data flow: rollouts -> advantages (eq. 2 or RLOO, then 
 on the step's rollouts under the policy that sampled them) -> clipped-ratio epochs
 over mini-batches, gradients accumulated over token-capped micro-batches, one AdamW
 step per mini-batch.
+
+:func:`micro_batch_loss` is the one loss step: the single-process :class:`PolicyUpdater`
+and its FSDP2 form (:mod:`agentgym_eppo.trainer.distributed.fsdp`) both call it, and both
+run the same epoch/mini-batch loop (:meth:`PolicyUpdater._train`); the FSDP form only
+overrides where micro-batches come from, the forward, the backward and the sums over
+ranks.
 """
 
 from __future__ import annotations
@@ -13,37 +19,67 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import PreTrainedModel
 
 from agentgym_eppo.core import Status
-from agentgym_eppo.trainer.algorithms.advantages import (
-    grpo_advantages,
-    normalize_by_task,
-    rloo_advantages,
-)
+from agentgym_eppo.trainer.algorithms import defaults as d
+from agentgym_eppo.trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS, normalize_by_task
 from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy, ClipTokens
 from agentgym_eppo.trainer.algorithms.losses import token_losses, token_sum
 from agentgym_eppo.trainer.rollout.episodes import Episode
 
-from .batching import micro_batches, token_logprobs
+from .batching import MicroBatch, micro_batches, token_logprobs
+
+if TYPE_CHECKING:
+    from agentgym_eppo.trainer.config import TrainConfig
 
 
 @dataclass(frozen=True)
 class UpdateSettings:
-    advantage: str = "grpo"
-    task_adv_norm: bool = True
-    kl_coef: float = 1e-4
-    entropy_coef: float = 0.0
-    dual_clip_c: float | None = 3.0
-    ppo_epochs: int = 1
-    mini_batches: int = 1
-    micro_batch_tokens: int = 16384
-    max_grad_norm: float = 1.0
-    temperature: float = 0.8
-    logprob_chunk: int = 1024
+    """The update's knobs; defaults from :mod:`agentgym_eppo.trainer.algorithms.defaults`."""
+
+    advantage: str = d.ADVANTAGE
+    task_adv_norm: bool = d.TASK_ADV_NORM
+    kl_coef: float = d.KL_COEF
+    entropy_coef: float = d.ENTROPY_COEF
+    dual_clip_c: float | None = d.DUAL_CLIP_C
+    ppo_epochs: int = d.PPO_EPOCHS
+    mini_batches: int = d.MINI_BATCHES
+    micro_batch_tokens: int = d.MICRO_BATCH_TOKENS
+    max_grad_norm: float = d.MAX_GRAD_NORM
+    temperature: float = d.TEMPERATURE
+    logprob_chunk: int = d.LOGPROB_CHUNK
     bf16: bool = False
+
+    def __post_init__(self) -> None:
+        ADVANTAGE_ESTIMATORS.lookup(self.advantage, where="advantage")
+        if self.ppo_epochs < 1 or self.mini_batches < 1:
+            raise ValueError(
+                f"ppo_epochs and mini_batches must be >= 1, got {self.ppo_epochs}, "
+                f"{self.mini_batches}"
+            )
+
+    @classmethod
+    def from_config(cls, config: TrainConfig, bf16: bool) -> UpdateSettings:
+        """The settings a :class:`~agentgym_eppo.trainer.config.TrainConfig` describes."""
+        a, r = config.algorithm, config.rl
+        return cls(
+            advantage=a.advantage,
+            task_adv_norm=a.task_adv_norm,
+            kl_coef=a.kl_coef,
+            entropy_coef=a.entropy_coef,
+            dual_clip_c=a.dual_clip_c,
+            ppo_epochs=r.ppo_epochs,
+            mini_batches=r.mini_batches,
+            micro_batch_tokens=r.micro_batch_tokens,
+            max_grad_norm=r.max_grad_norm,
+            temperature=config.rollout.temperature,
+            logprob_chunk=r.logprob_chunk,
+            bf16=bf16,
+        )
 
 
 @dataclass
@@ -57,6 +93,16 @@ class Scored:
 
 @dataclass
 class UpdateResult:
+    """What one update did. The two clip shares are per task, over every token of every
+    mini-batch and epoch of the step (the first mini-batch's ratios are all 1):
+
+    * ``task_ratio_outside_share``: the share of tokens whose importance ratio lay outside
+      their clip range ``[lower, upper]`` (``[1 - eps, 1 + eps]`` for fixed and EPPO);
+    * ``task_clipped_share``: the share whose gradient the clip removed (a bound or the
+      dual clip). A ratio outside the range on the side the advantage pushes away from
+      keeps its gradient, so this share is at most the first.
+    """
+
     loss: float = 0.0
     kl: float = 0.0
     grad_norm: float = 0.0
@@ -64,11 +110,105 @@ class UpdateResult:
     task_entropy: dict[str, float] = field(default_factory=dict)
     task_tokens: dict[str, int] = field(default_factory=dict)
     task_clip_eps: dict[str, float] = field(default_factory=dict)
-    task_clip_fraction: dict[str, float] = field(default_factory=dict)
+    task_ratio_outside_share: dict[str, float] = field(default_factory=dict)
+    task_clipped_share: dict[str, float] = field(default_factory=dict)
     advantages: list[float] = field(default_factory=list)
     pacer_seconds: float = 0.0
     score_seconds: float = 0.0
     train_seconds: float = 0.0
+
+
+@dataclass
+class MicroLoss:
+    """One micro-batch's part of the update (see :func:`micro_batch_loss`)."""
+
+    loss: torch.Tensor  # this micro-batch's share of the mini-batch's token-mean loss
+    kl: float  # its share of the mini-batch's mean KL
+    task_of_token: torch.Tensor  # [N] long, on the CPU
+    outside: torch.Tensor  # [N] bool, on the CPU: the ratio lies outside its bounds
+    clipped: torch.Tensor  # [N] bool, on the CPU: the clip removed the token's gradient
+
+
+@dataclass
+class StepContext:
+    """What every micro-batch of one update reads: the step's episodes and their scores."""
+
+    episodes: Sequence[Episode]
+    scored: Scored
+    advantages: torch.Tensor  # [episodes]
+    task_names: list[str]
+
+    def __post_init__(self) -> None:
+        self.task_index = {name: k for k, name in enumerate(self.task_names)}
+
+
+def micro_batch_loss(
+    batch: MicroBatch,
+    logp: torch.Tensor,
+    entropy: torch.Tensor,
+    context: StepContext,
+    batch_tokens: int,
+    clip_policy: ClipPolicy,
+    settings: UpdateSettings,
+) -> MicroLoss:
+    """The loss of one micro-batch given the policy's log-probs and entropy on its tokens.
+
+    The importance ratio is computed once: its detached value goes to the clip policy for
+    the bounds, the ratio itself (with its gradient) into the clipped surrogate.
+    """
+    members = batch.members
+    device = logp.device
+    episodes, scored = context.episodes, context.scored
+    old = torch.cat([scored.old_logprobs[i] for i in members]).to(device)
+    ref = (
+        torch.cat([scored.ref_logprobs[i] for i in members]).to(device)
+        if scored.ref_logprobs is not None
+        else None
+    )
+    counts = torch.tensor([episodes[i].generated_tokens for i in members])
+    adv = context.advantages[members].repeat_interleave(counts).to(device)
+    task_of_token = torch.tensor(
+        [context.task_index[episodes[i].task_id] for i in members]
+    ).repeat_interleave(counts)
+    logp = logp.float()
+    ratio = torch.exp(logp - old)
+    lower, upper = clip_policy.bounds(
+        ClipTokens(task_of_token.to(device), context.task_names, old, adv, ratio.detach())
+    )
+    terms = token_losses(ratio, logp, entropy, adv, lower, upper, ref, settings.dual_clip_c)
+    loss = token_sum(terms, batch_tokens, settings.kl_coef, settings.entropy_coef)
+    return MicroLoss(
+        loss=loss,
+        kl=float(terms.kl.detach().sum()) / batch_tokens,
+        task_of_token=task_of_token,
+        outside=terms.outside.cpu(),
+        clipped=terms.clipped.cpu(),
+    )
+
+
+class ClipCounts:
+    """Per-task token counts behind :class:`UpdateResult`'s two clip shares."""
+
+    def __init__(self, tasks: int) -> None:
+        self.counts = torch.zeros(3, tasks, dtype=torch.float64)  # outside, clipped, all
+
+    def add(self, micro: MicroLoss) -> None:
+        tasks = self.counts.shape[1]
+        task = micro.task_of_token
+        self.counts[0] += torch.bincount(task[micro.outside], minlength=tasks).double()
+        self.counts[1] += torch.bincount(task[micro.clipped], minlength=tasks).double()
+        self.counts[2] += torch.bincount(task, minlength=tasks).double()
+
+    def shares(
+        self, task_names: Sequence[str], totals: Sequence[float]
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """``(ratio outside, gradient clipped)`` per task from the flattened ``totals``."""
+        n = len(task_names)
+        outside, clipped, counted = totals[:n], totals[n : 2 * n], totals[2 * n :]
+        return (
+            {name: outside[k] / counted[k] for k, name in enumerate(task_names) if counted[k]},
+            {name: clipped[k] / counted[k] for k, name in enumerate(task_names) if counted[k]},
+        )
 
 
 class PolicyUpdater:
@@ -138,13 +278,11 @@ class PolicyUpdater:
             into[index] = values[owner == position]
 
     def advantages(self, episodes: Sequence[Episode]) -> torch.Tensor:
-        """Per-episode advantages: GRPO (eq. 2) or RLOO per group, then eq. 4 per task."""
+        """Per-episode advantages: the configured estimator per group, then eq. 4 per task."""
         rewards = torch.tensor([episode.reward for episode in episodes], dtype=torch.float32)
         groups = [episode.group for episode in episodes]
-        if self.settings.advantage == "grpo":
-            advantages = grpo_advantages(rewards, groups)
-        else:
-            advantages = rloo_advantages(rewards, groups)
+        estimator = ADVANTAGE_ESTIMATORS.lookup(self.settings.advantage, where="advantage")
+        advantages = estimator(rewards, groups)
         if self.settings.task_adv_norm:
             counts = torch.tensor([episode.generated_tokens for episode in episodes])
             advantages = normalize_by_task(advantages, [e.task_id for e in episodes], counts)
@@ -173,7 +311,7 @@ class PolicyUpdater:
         if result.tokens == 0:
             return result
         trained = time.perf_counter()
-        self._train(episodes, scored, advantages, task_names, generator, result)
+        self._train(StepContext(episodes, scored, advantages, task_names), generator, result)
         result.train_seconds = time.perf_counter() - trained
         return result
 
@@ -190,22 +328,41 @@ class PolicyUpdater:
         entropy = {t: entropy_sum[t] / tokens[t] for t in task_names if tokens[t]}
         return entropy, {t: tokens[t] for t in task_names}
 
+    # The loop below is shared with the FSDP updater; these five hooks are what differ.
+
+    def _train_batches(
+        self, episodes: Sequence[Episode], indices: Sequence[int]
+    ) -> list[MicroBatch]:
+        """The micro-batches of ``indices`` this process trains on."""
+        transcripts = [episode.transcript for episode in episodes]
+        return micro_batches(
+            transcripts, indices, self.settings.micro_batch_tokens, self.pad_token_id
+        )
+
+    def _forward(self, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        s = self.settings
+        return token_logprobs(self.model, batch, s.temperature, s.logprob_chunk, s.bf16)
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def _sum_over_ranks(self, values: Sequence[float]) -> list[float]:
+        return list(values)
+
+    def _clip_grad_norm(self) -> float:
+        return float(
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.max_grad_norm)
+        )
+
     def _train(
-        self,
-        episodes: Sequence[Episode],
-        scored: Scored,
-        advantages: torch.Tensor,
-        task_names: list[str],
-        generator: torch.Generator,
-        result: UpdateResult,
+        self, context: StepContext, generator: torch.Generator, result: UpdateResult
     ) -> None:
+        """PPO epochs over shuffled mini-batches, one optimizer step per mini-batch."""
         settings = self.settings
-        task_index = {name: k for k, name in enumerate(task_names)}
-        clipped: dict[str, int] = defaultdict(int)
-        counted: dict[str, int] = defaultdict(int)
+        episodes = context.episodes
+        counts = ClipCounts(len(context.task_names))
         losses, kls, norms = [], [], []
         trainable = [i for i, episode in enumerate(episodes) if episode.generated_tokens > 0]
-        transcripts = [episode.transcript for episode in episodes]
         self.model.train()
         for _ in range(settings.ppo_epochs):
             order = [trainable[i] for i in torch.randperm(len(trainable), generator=generator)]
@@ -214,57 +371,29 @@ class PolicyUpdater:
                 mini = order[start : start + size]
                 batch_tokens = sum(episodes[i].generated_tokens for i in mini)
                 loss_total = kl_total = 0.0
-                for batch in micro_batches(
-                    transcripts, mini, settings.micro_batch_tokens, self.pad_token_id
-                ):
-                    logp, entropy = token_logprobs(
-                        self.model,
-                        batch,
-                        settings.temperature,
-                        settings.logprob_chunk,
-                        settings.bf16,
+                for batch in self._train_batches(episodes, mini):
+                    logp, entropy = self._forward(batch)
+                    if not batch.members:  # an FSDP rank's idle pass: collectives stay in step
+                        self._backward(logp.sum() * 0.0)
+                        continue
+                    micro = micro_batch_loss(
+                        batch, logp, entropy, context, batch_tokens, self.clip_policy, settings
                     )
-                    members = batch.members
-                    device = logp.device
-                    old = torch.cat([scored.old_logprobs[i] for i in members]).to(device)
-                    ref = (
-                        torch.cat([scored.ref_logprobs[i] for i in members]).to(device)
-                        if scored.ref_logprobs is not None
-                        else None
-                    )
-                    counts = torch.tensor([episodes[i].generated_tokens for i in members])
-                    adv = advantages[members].repeat_interleave(counts).to(device)
-                    owner_task = (
-                        torch.tensor([task_index[episodes[i].task_id] for i in members])
-                        .repeat_interleave(counts)
-                        .to(device)
-                    )
-                    ratio = torch.exp(logp.detach().float() - old)
-                    lower, upper = self.clip_policy.bounds(
-                        ClipTokens(owner_task, task_names, old, adv, ratio)
-                    )
-                    terms = token_losses(
-                        logp.float(), entropy, old, adv, lower, upper, ref, settings.dual_clip_c
-                    )
-                    loss = token_sum(terms, batch_tokens, settings.kl_coef, settings.entropy_coef)
-                    loss.backward()
-                    loss_total += float(loss.detach())
-                    kl_total += float(terms.kl.detach().sum()) / batch_tokens
-                    for name, k in task_index.items():
-                        selected = owner_task == k
-                        clipped[name] += int(terms.clipped[selected].sum())
-                        counted[name] += int(selected.sum())
-                norm = torch.nn.utils.clip_grad_norm_(
-                    self.model.parameters(), settings.max_grad_norm
-                )
+                    self._backward(micro.loss)
+                    loss_total += float(micro.loss.detach())
+                    kl_total += micro.kl
+                    counts.add(micro)
+                norm = self._clip_grad_norm()
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
-                losses.append(loss_total)
-                kls.append(kl_total)
-                norms.append(float(norm))
+                total_loss, total_kl = self._sum_over_ranks([loss_total, kl_total])
+                losses.append(total_loss)
+                kls.append(total_kl)
+                norms.append(norm)
         result.loss = sum(losses) / len(losses)
         result.kl = sum(kls) / len(kls)
         result.grad_norm = sum(norms) / len(norms)
-        result.task_clip_fraction = {
-            name: clipped[name] / counted[name] for name in task_names if counted[name]
-        }
+        totals = self._sum_over_ranks(counts.counts.flatten().tolist())
+        result.task_ratio_outside_share, result.task_clipped_share = counts.shares(
+            context.task_names, totals
+        )
