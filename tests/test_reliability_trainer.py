@@ -186,7 +186,7 @@ def _train(run_dir: Path, resume: bool) -> subprocess.Popen[bytes]:
         "OMP_NUM_THREADS": "1",
     }
     return subprocess.Popen(
-        [sys.executable, "-c", code, "train", *_overrides(run_dir, resume)],
+        [sys.executable, "-c", code, "train", "--defaults", *_overrides(run_dir, resume)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -69,7 +69,7 @@ def test_scale_keys_are_config_keys_and_bad_values_are_refused():
 def test_train_with_ray_address_runs_rl_steps_on_a_ray_cluster(tmp_path):
     ray = pytest.importorskip("ray")
     args = _args(tmp_path, "ray.address=local", "ray.num_cpus=2", "ray.rollout_actor_cpus=0.5")
-    assert cli_main(["train", *args]) == 0
+    assert cli_main(["train", "--defaults", *args]) == 0
     steps = _steps(tmp_path)
     assert [s["step"] for s in steps] == [1, 2]
     assert all(s["global"]["tokens"] > 0 for s in steps)
@@ -88,7 +88,7 @@ def test_train_with_an_sglang_server_engine_syncs_weights_every_step(tmp_path):
     # The server starts on some other model; the trainer's first sync replaces it.
     with LoopbackSGLang(copy.deepcopy(stand_in), 0, 0) as server:
         args = _args(tmp_path, "engine.kind=sglang-server", f"engine.url={server.url}")
-        assert cli_main(["train", *args]) == 0
+        assert cli_main(["train", "--defaults", *args]) == 0
         loads = [
             p["model_path"] for path, p in server.requests if path == "/update_weights_from_disk"
         ]

@@ -373,10 +373,13 @@ def test_an_sft_only_run_without_evaluations_leaves_its_checkpoint(tmp_path):
                 "rl.steps=0",
                 "eval.stages=[]",
                 "sft.episodes_by_task={echo: 2, lookup: 4}",
+                "rollout.prompt=compact",
             )
         )
     )
     assert (run_dir / "checkpoints" / "sft" / "config.json").is_file()
+    card = json.loads((run_dir / "checkpoints" / "sft" / "agentgym_policy.json").read_text())
+    assert card == {"prompt_style": "compact", "call_format": "hermes"}
     assert not list(run_dir.glob("eval_*.json"))
 
 

@@ -12,19 +12,26 @@ from the previous checkpoint.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import yaml
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 STATE_FILE = "trainer_state.pt"
 LATEST = "latest"
+CARD_FILE = "agentgym_policy.json"
+"""How the checkpoint's policy talks to the tasks: ``{"prompt_style", "call_format"}``.
+``agentgym-eppo eval`` reads it, so a checkpoint is scored with the prompt it learned."""
+CALL_FORMAT = "hermes"  # the rollout writes calls as <tool_call>{json}</tool_call> (chat.py)
 
 
 def rng_state() -> dict[str, Any]:
@@ -52,9 +59,11 @@ def save_checkpoint(
     tokenizer: PreTrainedTokenizerBase,
     state: dict[str, Any] | None = None,
     keep: int | None = None,
+    card: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``directory`` atomically; with ``state`` also mark it ``latest`` and prune
-    all but the ``keep`` newest ``step_*`` siblings."""
+    all but the ``keep`` newest ``step_*`` siblings; with ``card`` (see :data:`CARD_FILE`)
+    record how the policy was prompted."""
     directory = Path(directory)
     staging = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
@@ -62,6 +71,8 @@ def save_checkpoint(
     tokenizer.save_pretrained(staging)
     if state is not None:
         torch.save(state, staging / STATE_FILE)
+    if card is not None:
+        (staging / CARD_FILE).write_text(json.dumps(dict(card), indent=2) + "\n", encoding="utf-8")
     shutil.rmtree(directory, ignore_errors=True)
     staging.rename(directory)
     if state is not None:
@@ -75,6 +86,52 @@ def save_checkpoint(
                 if old != directory:
                     shutil.rmtree(old, ignore_errors=True)
     return directory
+
+
+def policy_card(prompt_style: str) -> dict[str, str]:
+    """The card of a policy trained with ``prompt_style`` by this trainer."""
+    return {"prompt_style": prompt_style, "call_format": CALL_FORMAT}
+
+
+def read_policy_card(directory: str | Path) -> dict[str, Any] | None:
+    """The card saved with a checkpoint; for a checkpoint written before cards, the
+    prompt style of its run's ``config.yaml`` (``RUN_DIR/checkpoints/<name>``); None for
+    a folder from elsewhere."""
+    path = Path(directory) / CARD_FILE
+    if path.is_file():
+        card = json.loads(path.read_text(encoding="utf-8"))
+        return card if isinstance(card, dict) else None
+    run_config = Path(directory).parent.parent / "config.yaml"
+    if Path(directory).parent.name == "checkpoints" and run_config.is_file():
+        values = yaml.safe_load(run_config.read_text(encoding="utf-8")) or {}
+        prompt = (values.get("rollout") or {}).get("prompt") if isinstance(values, dict) else None
+        if isinstance(prompt, str):
+            return policy_card(prompt)
+    return None
+
+
+def choose_prompt_style(
+    requested: str | None, card: Mapping[str, Any] | None
+) -> tuple[str, str | None]:
+    """The prompt style to evaluate a checkpoint with, and a warning when it is not the
+    one the checkpoint's card records (``None`` when they agree or nothing is recorded).
+
+    >>> choose_prompt_style(None, {"prompt_style": "compact"})
+    ('compact', None)
+    >>> choose_prompt_style("full", {"prompt_style": "compact"})[1]
+    'the checkpoint was trained with prompt style compact; evaluating with full as asked'
+    >>> choose_prompt_style(None, None)
+    ('full', None)
+    """
+    recorded = str(card["prompt_style"]) if card and "prompt_style" in card else None
+    if requested is None:
+        return recorded or "full", None
+    if recorded is not None and requested != recorded:
+        return requested, (
+            f"the checkpoint was trained with prompt style {recorded}; "
+            f"evaluating with {requested} as asked"
+        )
+    return requested, None
 
 
 @dataclass

@@ -17,12 +17,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .algorithms import defaults as d
+from .rollout.chat import PROMPT_STYLES
+
 
 def _train(args: argparse.Namespace) -> int:
     from .config import load_config
     from .run import run_training
 
-    config = load_config(args.config, args.overrides)
+    config = load_config(None if args.defaults else args.config, args.overrides)
     run_training(config)
     return 0
 
@@ -40,7 +43,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     if args.endpoint:
         if not args.model:
-            raise SystemExit("eval --endpoint needs --model (the served model's name)")
+            raise CLIError("eval --endpoint needs --model (the served model's name)")
         result = evaluate_endpoint(
             args.endpoint,
             args.model,
@@ -53,9 +56,10 @@ def _eval(args: argparse.Namespace) -> int:
         )
     else:
         if not args.checkpoint:
-            raise SystemExit("eval needs --checkpoint DIR or --endpoint URL")
+            raise CLIError("eval needs --checkpoint DIR or --endpoint URL")
         import torch
 
+        from .checkpoint import CALL_FORMAT, choose_prompt_style, read_policy_card
         from .rollout.episodes import RolloutLimits
         from .rollout.hf import HFGenerateEngine
         from .training.models import load_policy
@@ -63,6 +67,16 @@ def _eval(args: argparse.Namespace) -> int:
         if args.threads:
             torch.set_num_threads(args.threads)
         model, tokenizer = load_policy(args.checkpoint)
+        card = read_policy_card(args.checkpoint)
+        prompt_style, warning = choose_prompt_style(args.prompt, card)
+        if warning:
+            print(f"agentgym-eppo eval: warning: {warning}", file=sys.stderr)
+        if card and card.get("call_format", CALL_FORMAT) != CALL_FORMAT:
+            print(
+                f"agentgym-eppo eval: warning: the checkpoint writes {card['call_format']} calls; "
+                f"the rollout reads {CALL_FORMAT}",
+                file=sys.stderr,
+            )
         engine = HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id)
         result = evaluate_policy(
             engine,
@@ -74,7 +88,7 @@ def _eval(args: argparse.Namespace) -> int:
             limits=RolloutLimits(args.max_tokens, args.max_context, args.temperature),
             backend=args.backend,
             seed=args.seed,
-            prompt_style=args.prompt,
+            prompt_style=prompt_style,
             samples_per_instance=args.samples,
         )
     text = json.dumps(result, indent=2, sort_keys=True)
@@ -98,56 +112,124 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+class CLIError(Exception):
+    """A wrong invocation found after parsing: printed as one line, exit status 1."""
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default (None defaults are left unsaid)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default is None or action.default is argparse.SUPPRESS or action.required:
+            return text
+        if isinstance(action.default, bool) or action.nargs in ("*", "+"):
+            return text
+        return super()._get_help_string(action) or text
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentgym-eppo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="agentgym-eppo", description=__doc__.split("\n")[0], formatter_class=_Help
+    )
+    parser.add_argument("--debug", action="store_true", help="show the whole traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="SFT warm start, RL with a clip policy, evals")
-    train.add_argument("--config", help="YAML config (see configs/demo-cpu.yaml)")
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name, help=help_text, description=help_text, formatter_class=_Help
+        )
+        sub.add_argument(
+            "--debug",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="show the whole traceback of an error",
+        )
+        return sub
+
+    train = command("train", "SFT warm start, RL with a clip policy, evaluations")
+    source = train.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", help="YAML config (see configs/demo-cpu.yaml)")
+    source.add_argument(
+        "--defaults",
+        action="store_true",
+        help="start from the built-in defaults (the paper's full-size run) instead of a file",
+    )
     train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rl.steps=10")
     train.set_defaults(handler=_train)
 
-    pre = commands.add_parser(
-        "pretrain", help="pretrain a base model on expert trajectories of fresh task instances"
+    pre = command(
+        "pretrain", "pretrain a base model on expert trajectories of fresh task instances"
     )
     pre.add_argument("--config", required=True, help="YAML config (see configs/tiny-base.yaml)")
     pre.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.steps=10")
     pre.set_defaults(handler=_pretrain)
 
-    evaluate = commands.add_parser("eval", help="per-task success of a checkpoint or endpoint")
-    evaluate.add_argument("--checkpoint", help="a saved model directory (with its tokenizer)")
+    evaluate = command("eval", "per-task success of a checkpoint or an OpenAI-compatible endpoint")
+    evaluate.add_argument("--checkpoint", help="a saved model folder (with its tokenizer)")
     evaluate.add_argument("--endpoint", help="OpenAI-compatible base URL, e.g. http://host/v1")
-    evaluate.add_argument("--model", help="the endpoint's model name")
+    evaluate.add_argument("--model", help="the endpoint's model name (with --endpoint)")
     evaluate.add_argument("--api-key-env", help="environment variable holding the API key")
-    evaluate.add_argument("--tasks", nargs="+", required=True, help="task ids or env ids")
-    evaluate.add_argument("--split", default="dev")
-    evaluate.add_argument("--max-instances", type=int, default=None)
-    evaluate.add_argument("--temperature", type=float, default=0.0)
-    evaluate.add_argument("--max-tokens", type=int, default=1024, help="tokens per turn")
-    evaluate.add_argument("--max-context", type=int, default=8192)
-    evaluate.add_argument("--backend", default="serial", help="serial | subprocess | ray")
     evaluate.add_argument(
-        "--prompt", default="full", help="full | compact (what the checkpoint was trained on)"
+        "--tasks", nargs="+", required=True, help="task ids (os db kg alfworld webshop) or env ids"
+    )
+    evaluate.add_argument("--split", default="dev", help="task split: train | dev | test")
+    evaluate.add_argument(
+        "--max-instances", type=int, default=None, help="instances per task (none: all)"
+    )
+    evaluate.add_argument("--temperature", type=float, default=0.0, help="0 is greedy")
+    evaluate.add_argument(
+        "--max-tokens", type=int, default=d.MAX_TOKENS_PER_TURN, help="tokens per turn"
+    )
+    evaluate.add_argument(
+        "--max-context", type=int, default=d.MAX_CONTEXT, help="tokens per episode"
+    )
+    evaluate.add_argument(
+        "--backend", default="serial", help="vector env back-end: serial | subprocess | ray"
+    )
+    evaluate.add_argument(
+        "--prompt",
+        default=None,
+        choices=PROMPT_STYLES,
+        help="prompt style; default: the one the checkpoint records (else full); a different "
+        "one is used as asked, with a warning",
     )
     evaluate.add_argument("--samples", type=int, default=1, help="attempts per instance")
     evaluate.add_argument("--seed", type=int, default=0, help="order of the instances drawn")
-    evaluate.add_argument("--threads", type=int, default=None)
+    evaluate.add_argument(
+        "--threads", type=int, default=None, help="torch threads (none: torch's default)"
+    )
     evaluate.add_argument("--output", help="also write the JSON here")
     evaluate.set_defaults(handler=_eval)
 
-    diagnose = commands.add_parser("diagnose", help="entropy diagnostics and plots of a run")
-    diagnose.add_argument("run_dir")
+    diagnose = command("diagnose", "entropy diagnostics and plots of a run")
+    diagnose.add_argument("run_dir", help="a run folder written by agentgym-eppo train")
     diagnose.set_defaults(handler=_diagnose)
 
-    compare = commands.add_parser("compare", help="train several clip policies and compare")
-    compare.add_argument("config")
+    compare = command("compare", "train several clip policies from one SFT checkpoint and compare")
+    compare.add_argument("config", help="comparison YAML (see configs/compare-cpu.yaml)")
     compare.set_defaults(handler=_compare)
     return parser
 
 
+def _one_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand. A runtime error is one line on stderr and exit status 1
+    (``--debug`` raises it with its traceback instead)."""
     args = build_parser().parse_args(argv)
-    return int(args.handler(args))
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:
+        if args.debug:
+            raise
+        print(f"agentgym-eppo {args.command}: error: {_one_line(error)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ across tasks, greedy by default. The result is ``RUN_DIR/eval_<stage>.json``:
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 import gymnasium as gym
 from transformers import PreTrainedTokenizerBase
 
+from agentgym_eppo.registration import ENVIRONMENTS
+from agentgym_eppo.trainer.algorithms.registry import Registry, UnknownNameError
 from agentgym_eppo.trainer.rollout.engine import RolloutEngine
 from agentgym_eppo.trainer.rollout.episodes import (
     Episode,
@@ -120,9 +123,27 @@ def evaluate_policy(
     return summarize(finished, stage, split)
 
 
+def resolve_task(name: str) -> str:
+    """The Gymnasium id of a task name: a task id (``db``) or a registered Gymnasium id
+    (``AgentBench-DB-v0``, or ``module:Env-v0`` whose module registers it on import).
+
+    Raises :class:`UnknownNameError` (one line: the known task ids, the closest one).
+    """
+    env_id = resolve_env_id(name)
+    module, _, registered = env_id.rpartition(":")
+    try:
+        if module:
+            importlib.import_module(module)
+        gym.spec(registered)
+    except (gym.error.Error, ImportError):
+        Registry("task", ENVIRONMENTS).lookup(name)  # raises, naming the task ids
+        raise UnknownNameError(f"task {name!r}: no Gymnasium id {env_id!r} is registered") from None
+    return env_id
+
+
 def _task_size(name: str, split: str, kwargs: Mapping[str, Any]) -> tuple[str, int]:
     """``(info["task_id"], number of instances in split)`` of a task id or env id."""
-    env = gym.make(resolve_env_id(name), split=split, **kwargs)
+    env = gym.make(resolve_task(name), split=split, **kwargs)
     try:
         unwrapped: Any = env.unwrapped
         return str(unwrapped.task_id), int(unwrapped.num_tasks)

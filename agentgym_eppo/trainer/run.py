@@ -69,7 +69,13 @@ from agentgym_eppo.trainer.training.sft import (
 )
 from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
 
-from .checkpoint import latest_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .checkpoint import (
+    latest_checkpoint,
+    policy_card,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from .config import TrainConfig, dump_config
 from .evaluation import evaluate_policy
 
@@ -239,7 +245,12 @@ class Trainer:
             f"SFT: {len(losses)} steps in {time.perf_counter() - started:.0f}s, "
             f"loss {losses[0]:.3f} -> {losses[-1]:.3f}"
         )
-        save_checkpoint(self.run_dir / "checkpoints" / "sft", self.model, self.tokenizer)
+        save_checkpoint(
+            self.run_dir / "checkpoints" / "sft",
+            self.model,
+            self.tokenizer,
+            card=policy_card(self.config.rollout.prompt),
+        )
 
     def reinforce(self, start_state: Mapping[str, Any] | None = None) -> None:
         """The RL loop (from step 1, or after ``start_state``'s step on resume)."""
@@ -377,6 +388,7 @@ class Trainer:
             self.tokenizer,
             state,
             keep=self.config.rl.keep_checkpoints,
+            card=policy_card(self.config.rollout.prompt),
         )
 
     def _progress(self) -> Progress:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from agentgym_eppo.core import FunctionCall
+
+if TYPE_CHECKING:  # only annotations: the CLI reads PROMPT_STYLES without loading transformers
+    from transformers import PreTrainedTokenizerBase
 
 # What the template writes between an assistant turn's <|im_end|> and the next turn's
 # text: see tiny_model.CHAT_TEMPLATE (and Qwen2.5's template, which it follows).

@@ -9,17 +9,21 @@ JSON as the local evaluation (:func:`agentgym_eppo.trainer.evaluation.summarize`
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 
-from agentgym_eppo.trainer.evaluation import summarize
-from agentgym_eppo.vector.layout import resolve_env_id
+from agentgym_eppo.trainer.evaluation import resolve_task, summarize
 
 from .chat import Transcript
 from .episodes import Episode
+
+
+class EndpointError(RuntimeError):
+    """The endpoint could not be reached or did not answer as an OpenAI chat API."""
 
 
 def chat_completion(
@@ -49,9 +53,24 @@ def chat_completion(
         headers={"Content-Type": "application/json"}
         | ({"Authorization": f"Bearer {api_key}"} if api_key else {}),
     )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        reply = json.loads(response.read().decode("utf-8"))
-    return dict(reply["choices"][0]["message"])
+    url = request.full_url
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            reply = json.loads(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as error:
+        answer = error.read().decode("utf-8", "replace").strip().replace("\n", " ")[:200]
+        raise EndpointError(f"{url} answered HTTP {error.code}: {answer or error.reason}") from None
+    except (urllib.error.URLError, OSError) as error:  # refused, unknown host, timeout
+        reason = getattr(error, "reason", error)
+        raise EndpointError(f"cannot reach {url}: {reason}") from None
+    except json.JSONDecodeError as error:
+        raise EndpointError(f"{url} answered something that is not JSON ({error.msg})") from None
+    try:
+        return dict(reply["choices"][0]["message"])
+    except (KeyError, IndexError, TypeError):
+        raise EndpointError(
+            f"{url} answered without choices[0].message (not an OpenAI chat completion)"
+        ) from None
 
 
 def evaluate_endpoint(
@@ -72,7 +91,7 @@ def evaluate_endpoint(
     episodes: list[Episode] = []
     for task_id in tasks:
         env = gym.make(
-            resolve_env_id(task_id), split=split, **dict((env_kwargs or {}).get(task_id, {}))
+            resolve_task(task_id), split=split, **dict((env_kwargs or {}).get(task_id, {}))
         )
         try:
             count = int(env.unwrapped.num_tasks)  # type: ignore[attr-defined]

@@ -1,0 +1,129 @@
+"""The CLI as a user meets it: one-line errors with a non-zero exit, --debug for the
+traceback, `train` that needs a config, help that shows defaults, and `eval` that uses
+the prompt style the checkpoint records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
+
+from agentgym_eppo.trainer.checkpoint import policy_card, save_checkpoint  # noqa: E402
+from agentgym_eppo.trainer.cli import build_parser, main  # noqa: E402
+from agentgym_eppo.trainer.rollout.openai_endpoint import EndpointError  # noqa: E402
+from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
+
+pytestmark = pytest.mark.train
+UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there
+
+
+def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_an_unreachable_endpoint_is_one_line_and_a_non_zero_exit(capsys):
+    code = main(["eval", "--endpoint", UNREACHABLE, "--model", "m", "--tasks", "kg"])
+    assert code == 1
+    line = _error_line(capsys)
+    assert line.startswith("agentgym-eppo eval: error: cannot reach ")
+    assert f"{UNREACHABLE}/chat/completions" in line
+
+
+def test_debug_shows_the_traceback_instead(capsys):
+    with pytest.raises(EndpointError, match="cannot reach"):
+        main(["--debug", "eval", "--endpoint", UNREACHABLE, "--model", "m", "--tasks", "kg"])
+    with pytest.raises(EndpointError, match="cannot reach"):
+        main(["eval", "--debug", "--endpoint", UNREACHABLE, "--model", "m", "--tasks", "kg"])
+
+
+def test_a_missing_checkpoint_folder_is_one_line_naming_it(tmp_path, capsys):
+    missing = tmp_path / "no-such-run" / "checkpoints" / "sft"
+    assert main(["eval", "--checkpoint", str(missing), "--tasks", "kg"]) == 1
+    line = _error_line(capsys)
+    assert line.startswith("agentgym-eppo eval: error: ") and str(missing) in line
+
+
+def test_an_unknown_task_lists_the_known_ones(capsys):
+    code = main(["eval", "--endpoint", UNREACHABLE, "--model", "m", "--tasks", "dbb"])
+    assert code == 1
+    assert _error_line(capsys) == (
+        "agentgym-eppo eval: error: unknown task 'dbb' (did you mean 'db'?); "
+        "known: alfworld, db, kg, os, webshop"
+    )
+
+
+def test_train_without_a_config_does_not_start_a_default_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "rl.steps=1"])
+    assert exit_info.value.code == 2
+    assert "one of the arguments --config --defaults is required" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing was written
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("no subcommands")
+
+
+@pytest.mark.parametrize("name", ["train", "pretrain", "eval", "diagnose", "compare"])
+def test_every_subcommand_help_describes_each_argument_and_shows_defaults(name):
+    sub = _subcommands(build_parser())[name]
+    text = sub.format_help()
+    for action in sub._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        assert action.help, f"{name}: {action.dest} has no help"
+        shown = action.default not in (None, argparse.SUPPRESS, False, True)
+        if shown and not action.required and action.nargs not in ("*", "+"):
+            assert f"(default: {action.default})" in text, f"{name}: {action.dest}"
+
+
+def _checkpoint(path, prompt_style):
+    tokenizer = build_tokenizer(["Say apple. Call say with the word."] * 20, vocab_size=400)
+    torch.set_num_threads(1)
+    model = build_tiny_model(tokenizer, hidden_size=32, layers=1, heads=2, kv_heads=1)
+    save_checkpoint(path, model, tokenizer, card=policy_card(prompt_style))
+    return path
+
+
+def _eval(checkpoint, *extra):
+    args = ["eval", "--checkpoint", str(checkpoint), "--tasks", "trainer_test_envs:Echo-v0"]
+    return main([*args, "--max-tokens", "8", "--max-instances", "1", *extra])
+
+
+def test_eval_uses_the_prompt_the_checkpoint_records_and_warns_when_told_otherwise(
+    tmp_path, capsys
+):
+    checkpoint = _checkpoint(tmp_path / "ckpt", "compact")
+    assert _eval(checkpoint) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert _eval(checkpoint, "--prompt", "full") == 0
+    err = capsys.readouterr().err
+    assert (
+        "warning: the checkpoint was trained with prompt style compact; evaluating with full" in err
+    )
+    assert _eval(checkpoint, "--prompt", "compact", "--output", str(tmp_path / "e.json")) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert json.loads((tmp_path / "e.json").read_text())["tasks"]["echo"]["n"] == 1
+
+
+def test_a_checkpoint_without_a_card_takes_the_prompt_of_its_runs_config(tmp_path):
+    from agentgym_eppo.trainer.checkpoint import read_policy_card
+
+    run = tmp_path / "run"
+    checkpoint = run / "checkpoints" / "sft"
+    checkpoint.mkdir(parents=True)
+    assert read_policy_card(checkpoint) is None
+    (run / "config.yaml").write_text("rollout:\n  prompt: compact\n")
+    assert read_policy_card(checkpoint) == {"prompt_style": "compact", "call_format": "hermes"}
