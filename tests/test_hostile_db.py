@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from db_servers import MARIADB_URL, POSTGRES_URL, server_url
 
-from agentgym_eppo.environments.db import backends
 from agentgym_eppo.environments.db.backends import EPISODE_STORAGE_LIMIT, make_backend
+from agentgym_eppo.environments.db.backends import postgres as postgres_backend
+from agentgym_eppo.environments.db.backends import server as server_backend
 from agentgym_eppo.environments.db.env import DBEnv
 
 BACKENDS = [
@@ -108,7 +109,8 @@ def test_a_huge_result_costs_a_step_one_row_of_memory(env: DBEnv, db_url: str | 
 def test_an_episode_that_writes_past_the_bound_ends_as_agent_invalid_action(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(backends, "EPISODE_STORAGE_LIMIT", 4 * 1024 * 1024)
+    for module in (server_backend, postgres_backend):  # the size check, PostgreSQL's temp limit
+        monkeypatch.setattr(module, "EPISODE_STORAGE_LIMIT", 4 * 1024 * 1024)
     env = DBEnv(split="dev", db_url=server_url(url), statement_timeout=30)
     env.reset(seed=0)
     try:

@@ -1,0 +1,193 @@
+"""PostgreSQL: a schema and a login role of the same name per episode."""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from agentgym_eppo.core import TaskFailure
+
+from ..dialect import MultipleStatementsError, translate
+from ..tasks import TableSpec
+from .base import (
+    _FETCH_BATCH,
+    _TIMEOUT_MESSAGE,
+    _WATCHDOG_GRACE,
+    EPISODE_PREFIX,
+    EPISODE_STORAGE_LIMIT,
+    LEFTOVER_GRACE_SECONDS,
+    QueryResult,
+    RowRenderer,
+    _is_leftover,
+    episode_name,
+)
+from .server import (
+    ServerBackend,
+    ServerEpisode,
+    _batches,
+    _insert_rows,
+    _run,
+    _Watchdog,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class PostgresBackend(ServerBackend):
+    """PostgreSQL: a schema and a least-privilege login role per episode."""
+
+    dialect = "postgres"
+
+    def create_episode(self, tables: Sequence[TableSpec]) -> PostgresEpisode:
+        """Role, schema, tables and rows in one transaction: one commit (one WAL flush)
+        instead of one per statement, and nothing half-made if a step fails."""
+        name, password = episode_name(), secrets.token_hex(16)
+        schema = self.quote(name)
+        timeout_ms = int(self.statement_timeout * 1000)
+        statements = [
+            f"CREATE ROLE {schema} LOGIN PASSWORD '{password}' NOSUPERUSER NOCREATEDB "
+            "NOCREATEROLE NOREPLICATION CONNECTION LIMIT 4",
+            f"CREATE SCHEMA {schema}",
+            f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {schema}",
+            f"ALTER ROLE {schema} SET search_path = {schema}",
+            f"ALTER ROLE {schema} SET statement_timeout = {timeout_ms}",
+        ]
+        # Sorts and hashes spill to temp files outside any table: bound them too
+        # (superuser only; an admin without it leaves the server's own limit).
+        optional = [f"ALTER ROLE {schema} SET temp_file_limit = '{EPISODE_STORAGE_LIMIT >> 10}kB'"]
+        with self.admin.connect() as admin:
+            driver: Any = admin.connection.driver_connection
+            with driver.transaction():
+                for statement in statements:
+                    _run(admin, statement)
+                for table in tables:
+                    target = f"{schema}.{self.quote(table.name)}"
+                    columns = ", ".join(f"{self.quote(c)} TEXT" for c in table.columns)
+                    _run(admin, f"CREATE TABLE {target} ({columns})")
+                    _insert_rows(admin, target, table)
+                _run(
+                    admin,
+                    f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {schema}",
+                )
+            for statement in optional:
+                try:
+                    with driver.transaction():
+                        _run(admin, statement)
+                except self.dbapi.Error:
+                    logger.debug("%s failed", statement, exc_info=True)
+        try:
+            return PostgresEpisode(self, name, password)
+        except BaseException:
+            self._drop(name)
+            raise
+
+    def _drop(self, name: str) -> None:
+        quoted = self.quote(name)
+        with self.admin.connect() as admin:
+            _run(
+                admin,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (name,),
+            )
+            driver: Any = admin.connection.driver_connection
+            with driver.transaction():
+                _run(admin, f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
+                if _run(admin, "SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)):
+                    _run(admin, f"DROP OWNED BY {quoted} CASCADE")
+                    _run(admin, f"DROP ROLE {quoted}")
+
+    def storage_used(self, name: str) -> int:
+        """Tables (with TOAST and indexes) in the episode's schema or owned by its role
+        (temporary tables live in a ``pg_temp_N`` schema)."""
+        with self.admin.connect() as admin:
+            rows = _run(
+                admin,
+                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "LEFT JOIN pg_roles r ON r.oid = c.relowner "
+                "WHERE c.relkind IN ('r', 'm', 'p') AND (n.nspname = %s OR r.rolname = %s)",
+                (name, name),
+            )
+        return int(rows[0][0])
+
+    def cleanup_leftovers(self, grace: float = LEFTOVER_GRACE_SECONDS) -> list[str]:
+        pattern = EPISODE_PREFIX.replace("_", "\\_") + "%"
+        with self.admin.connect() as admin:
+            schemas = _run(
+                admin, "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (pattern,)
+            )
+            roles = _run(admin, "SELECT rolname FROM pg_roles WHERE rolname LIKE %s", (pattern,))
+            live = {row[0] for row in _run(admin, "SELECT usename FROM pg_stat_activity") if row[0]}
+            names = sorted({row[0] for row in [*schemas, *roles]})
+        stale = [name for name in names if _is_leftover(name, live, grace)]
+        for name in stale:
+            self._drop(name)
+        return stale
+
+
+_PG_QUERY = re.compile(r"^[\s(]*(SELECT|VALUES|TABLE|WITH)\b", re.IGNORECASE)
+
+
+class PostgresEpisode(ServerEpisode):
+    dialect = "postgres"
+
+    def __init__(self, backend: PostgresBackend, name: str, password: str) -> None:
+        self.backend = backend
+        self.name = name
+        self.connection = backend.connect_as(name, password)
+        self.connection.autocommit = True
+        self.dropped = False
+        self._cursors = 0
+
+    def _execute(self, sql: str, char_limit: int) -> QueryResult:
+        try:
+            statement = translate(sql, "postgres")
+        except MultipleStatementsError as error:
+            return QueryResult(f"Error: {error}", error=True)
+        timeout = self.backend.statement_timeout
+        dbapi = self.backend.dbapi
+        watchdog = _Watchdog(timeout + _WATCHDOG_GRACE, self.connection.cancel)
+        try:
+            with watchdog:
+                if _PG_QUERY.match(statement):
+                    return self._run_query(statement, char_limit)
+                return self._run_command(statement, char_limit)
+        except dbapi.Error as error:
+            if watchdog.fired or getattr(error, "sqlstate", None) == "57014":
+                return QueryResult(_TIMEOUT_MESSAGE.format(timeout), error=True)
+            message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            if self.connection.closed:
+                raise TaskFailure(f"the database connection was lost: {message}") from error
+            return QueryResult(self._stable(f"Error: {message}"), error=True)
+        except (UnicodeError, ValueError) as error:  # text the driver cannot send
+            return QueryResult(f"Error: {error}", error=True)
+
+    def _run_query(self, statement: str, char_limit: int) -> QueryResult:
+        """A query through a server-side cursor, so unread rows are never produced."""
+        self._cursors += 1
+        renderer = RowRenderer(char_limit)
+        name = f"agentgym_cursor_{self._cursors}"
+        with self.connection.transaction(), self.connection.cursor(name=name) as cursor:
+            cursor.execute(statement)
+            while not renderer.full:
+                batch = cursor.fetchmany(_FETCH_BATCH)
+                if not batch:
+                    return renderer.result(truncated=False)
+                for row in batch:
+                    renderer.add(row)
+        return renderer.result(truncated=True)
+
+    def _run_command(self, statement: str, char_limit: int) -> QueryResult:
+        renderer = RowRenderer(char_limit)
+        with self.connection.cursor() as cursor:
+            cursor.execute(statement)
+            if cursor.description is None:
+                return renderer.result(truncated=False)
+            for row in _batches(cursor):
+                renderer.add(row)
+                if renderer.full:
+                    return renderer.result(truncated=True)
+        return renderer.result(truncated=False)
