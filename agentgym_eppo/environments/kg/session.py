@@ -219,8 +219,7 @@ class KGSession:
         """The logical form an argument stands for (a variable's, or the entity)."""
         if value.strip().startswith("#"):
             return _logical_of(self._set_variable(tool, value))
-        program = self._source(tool, value)
-        return program
+        return self._source(tool, value)
 
     def _set_variable(self, tool: str, value: str) -> Variable:
         if not value.strip().startswith("#"):
