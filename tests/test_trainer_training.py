@@ -442,10 +442,20 @@ def test_the_run_summary_prints_dev_success_and_reward_per_stage(tmp_path):
     assert "-0.100" in text and "0.250" in text and "before_sft" not in text
 
 
-def test_the_demo_config_is_consistent():
-    """Per-task settings of the shipped demo name its tasks, and every position fits."""
-    config = load_config(Path(__file__).parents[1] / "configs" / "demo-cpu.yaml", [])
+@pytest.mark.parametrize("name", ["demo-cpu.yaml", "scratch-cpu.yaml"])
+def test_the_shipped_cpu_configs_are_consistent(name: str) -> None:
+    """Per-task settings name the config's tasks, and every position fits the model."""
+    from transformers import AutoConfig
+
+    from agentgym_eppo.trainer.training.models import resolve_model_path
+
+    config = load_config(Path(__file__).parents[1] / "configs" / name, [])
     assert set(config.sft.episodes_by_task) <= set(config.tasks)
     assert set(config.eval.instances_by_task) <= set(config.tasks)
     r = config.rollout
-    assert config.model.max_position_embeddings >= r.max_context + r.max_tokens_per_turn
+    positions = config.model.max_position_embeddings
+    if config.model.path is not None:  # the demo: the shipped base model's own context
+        positions = AutoConfig.from_pretrained(
+            resolve_model_path(config.model.path)
+        ).max_position_embeddings
+    assert positions >= r.max_context + r.max_tokens_per_turn

@@ -62,12 +62,12 @@ def _eval(args: argparse.Namespace) -> int:
         from .checkpoint import CALL_FORMAT, choose_prompt_style, read_policy_card
         from .rollout.episodes import RolloutLimits
         from .rollout.hf import HFGenerateEngine
-        from .training.models import load_policy
+        from .training.models import load_policy, resolve_model_path
 
         if args.threads:
             torch.set_num_threads(args.threads)
         model, tokenizer = load_policy(args.checkpoint)
-        card = read_policy_card(args.checkpoint)
+        card = read_policy_card(resolve_model_path(args.checkpoint))
         prompt_style, warning = choose_prompt_style(args.prompt, card)
         if warning:
             print(f"agentgym-eppo eval: warning: {warning}", file=sys.stderr)

@@ -4,7 +4,8 @@ Every instance of the split (or the first ``max_instances`` of a shuffled pass)
 is played once through a ``MultiTaskVectorEnv`` with one slot per episode, batched
 across tasks, greedy by default. The result is ``RUN_DIR/eval_<stage>.json``:
 ``{"stage", "split", "tasks": {task: {"success", "reward", "n", "statuses"}},
-"mean_success"}`` (``mean_success`` is the mean over tasks).
+"mean_success", "episodes"}`` (``mean_success`` is the mean over tasks; ``episodes``
+lists every episode's task, instance, success, reward and status).
 """
 
 from __future__ import annotations
@@ -47,7 +48,19 @@ def summarize(episodes: Sequence[Episode], stage: str, split: str) -> dict[str, 
             "statuses": dict(Counter(e.status for e in played)),
         }
     mean = sum(float(t["success"]) for t in tasks.values()) / len(tasks) if tasks else 0.0
-    return {"stage": stage, "split": split, "tasks": tasks, "mean_success": mean}
+    # Every episode, so that two evaluations of the same instances compare pair by pair.
+    records = [
+        {"task_id": e.task_id, "sample_id": e.sample_id, "success": bool(e.success),
+         "reward": float(e.reward), "status": e.status}
+        for e in sorted(episodes, key=lambda e: (e.task_id, e.sample_id))
+    ]  # fmt: skip
+    return {
+        "stage": stage,
+        "split": split,
+        "tasks": tasks,
+        "mean_success": mean,
+        "episodes": records,
+    }
 
 
 def evaluate_policy(

@@ -69,6 +69,7 @@ from agentgym_eppo.trainer.training.sft import (
 )
 from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
 
+from .analysis.paired_eval import compare_evals, comparison_table
 from .checkpoint import (
     latest_checkpoint,
     policy_card,
@@ -558,4 +559,14 @@ def _print_summary(trainer: Trainer, seconds: float) -> None:
                 f"{sum(values) / len(values):.3f}" if values else "-",
             )
         trainer.console.print(table)
+    if len(stages) >= 2 and all("episodes" in result for _, result in stages):
+        (first, start), (last, end) = stages[0], stages[-1]
+        comparison = compare_evals(start, end, seed=seed)
+        text = comparison_table(comparison, first, last)
+        (trainer.run_dir / "paired_eval.md").write_text(
+            f"# {last} against {first}, instance by instance (seed {seed})\n\n{text}\n\n"
+            f"Over tasks: {comparison.test}\n",
+            encoding="utf-8",
+        )
+        trainer.log(f"{last} against {first}, paired over instances: {comparison.test}")
     trainer.log(f"run finished in {seconds / 60:.1f} min: {trainer.run_dir}")

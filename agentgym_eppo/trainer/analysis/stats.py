@@ -21,7 +21,7 @@ sums.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 ALTERNATIVES = ("greater", "less", "two-sided")
@@ -207,7 +207,7 @@ def sign_test(differences: Sequence[float], alternative: str = "greater") -> Tes
 
 
 def paired_permutation_test(
-    differences: dict[str, Sequence[float]],
+    differences: Mapping[str, Sequence[float]],
     alternative: str = "greater",
     rounds: int = 20_000,
     seed: int = 0,

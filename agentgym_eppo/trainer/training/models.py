@@ -35,6 +35,8 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+from agentgym_eppo.core import asset_path
+
 ENDOFTEXT = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -189,11 +191,59 @@ def build_tiny_model(
     return model
 
 
+SHIPPED_MODELS = "models"  # agentgym_eppo/assets/models/<name>: base models shipped in the package
+
+
+class ModelLoadError(ValueError):
+    """A model folder or name that cannot give a policy; the message names it."""
+
+
+def shipped_models() -> list[str]:
+    """Names of the base models shipped in the package (e.g. ``agentgym-tiny``)."""
+    folder = asset_path(SHIPPED_MODELS)
+    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+
+def resolve_model_path(name_or_path: str | Path) -> str:
+    """A shipped model's folder for its name; anything else as given (a folder, or a
+    Hugging Face name that ``from_pretrained`` resolves).
+
+    >>> resolve_model_path("agentgym-tiny").endswith("assets/models/agentgym-tiny")
+    True
+    """
+    text = str(name_or_path)
+    if not Path(text).exists() and text in shipped_models():
+        return str(asset_path(SHIPPED_MODELS, text))
+    return text
+
+
 def load_policy(
     path: str | Path, device: torch.device | str = "cpu"
 ) -> tuple[PreTrainedModel, Any]:
-    """A saved HF model directory (``save_pretrained``, with its tokenizer), in fp32 on
-    ``device``: a checkpoint of this trainer or any causal LM checkpoint."""
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    """A saved HF model (``save_pretrained``, with its tokenizer), in fp32 on ``device``: a
+    shipped model by name (:func:`shipped_models`), a checkpoint of this trainer, or any
+    causal LM folder or Hugging Face name.
+
+    Raises :class:`ModelLoadError` (one line naming the path) for a missing or corrupt
+    folder, or a tokenizer with ids the model has no embedding for.
+    """
+    where = resolve_model_path(path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(where)
+        model = AutoModelForCausalLM.from_pretrained(where, dtype=torch.float32)
+    except (OSError, ValueError, KeyError) as error:
+        if not Path(where).exists():
+            shipped = ", ".join(shipped_models()) or "none"
+            raise ModelLoadError(
+                f"model {str(path)!r}: no such folder, and not a shipped model "
+                f"(shipped: {shipped}) or a reachable Hugging Face name"
+            ) from error
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelLoadError(f"model folder {where}: cannot be loaded ({reason})") from error
+    vocabulary = int(model.get_input_embeddings().weight.shape[0])  # type: ignore[index]
+    if len(tokenizer) > vocabulary:
+        raise ModelLoadError(
+            f"model folder {where}: its tokenizer has {len(tokenizer)} tokens but the model "
+            f"embeds only {vocabulary} (tokenizer and weights from different models?)"
+        )
     return model.to(device), tokenizer  # type: ignore[arg-type]

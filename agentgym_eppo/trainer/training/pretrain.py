@@ -46,7 +46,7 @@ import torch.nn.functional as F
 import yaml
 from transformers import PreTrainedModel
 
-from ..checkpoint import latest_checkpoint, save_checkpoint
+from ..checkpoint import latest_checkpoint, policy_card, save_checkpoint
 from ..config import _build, apply_override
 from ..config_fields import help_field as _help
 from ..rollout.chat import PROMPT_STYLES, Transcript, action_text
@@ -485,6 +485,7 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
         first = int(resume.state["step"])
     params = sum(p.numel() for p in model.parameters())
     console.print(f"model: Qwen2, {params / 1e6:.2f}M parameters, vocabulary {len(tokenizer)}")
+    card = policy_card(config.prompt)  # eval and RL read the prompt style from it
     metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
     model.train()
     train_started = time.perf_counter()
@@ -530,7 +531,12 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
                     "scheduler": scheduler.state_dict(),
                 }
                 save_checkpoint(
-                    run_dir / "checkpoints" / f"step_{done}", model, tokenizer, state, keep=1
+                    run_dir / "checkpoints" / f"step_{done}",
+                    model,
+                    tokenizer,
+                    state,
+                    keep=1,
+                    card=card,
                 )
                 timings["train_s"] = (
                     timings.get("train_s", 0.0) + time.perf_counter() - train_started
@@ -538,11 +544,11 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
                 train_started = time.perf_counter()
                 _write_json(run_dir / "timings.json", timings)
             if done in t.snapshots:
-                save_checkpoint(run_dir / "snapshots" / f"step_{done}", model, tokenizer)
+                save_checkpoint(run_dir / "snapshots" / f"step_{done}", model, tokenizer, card=card)
     metrics.close()
     out = run_dir / "model"
     _set_generation_defaults(model, tokenizer)
-    save_checkpoint(out, model, tokenizer)
+    save_checkpoint(out, model, tokenizer, card=card)
     summary = {
         "parameters": params,
         "vocabulary": len(tokenizer),
