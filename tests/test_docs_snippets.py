@@ -35,6 +35,18 @@ SNIPPET_TIMEOUT_S = 600
 NOT_TESTED: frozenset[tuple[str, str]] = frozenset(
     {
         (
+            "docs/diagnostics.md",
+            "needs a finished run's folder; tests/test_cli_entry_points.py runs diagnose on a real two-step run",
+        ),
+        (
+            "docs/scale.md",
+            "a fragment of a training loop on a Ray cluster (model, tokenizer, updater and limits come from the run); tests/test_scale_ray.py runs the same calls",
+        ),
+        (
+            "docs/scaling.md",
+            "joins a Ray cluster or runs under torchrun on every rank; tests/test_scale_ray.py and tests/scale_fsdp_worker.py run the same calls",
+        ),
+        (
             "README.md",
             "a fragment: `actions` are the model's replies, made by a rollout loop "
             "around it (docs/vector.md has the runnable version)",

@@ -1,0 +1,365 @@
+"""The shipped base model, measured: pretraining speed, loss, and dev success on the protocol.
+
+    python -m benchmarks.base_model RUN_DIR [--agentbench-data DIR] [--curve-scale 0.25]
+
+``RUN_DIR`` is the run folder of ``agentgym-eppo pretrain --config configs/tiny-base.yaml``.
+Writes ``benchmarks/results/base-model.md`` (with its plots beside it) and the score
+table of the model card (``agentgym_eppo/assets/models/agentgym-tiny/README.md``,
+between its ``scores`` markers).
+
+The evaluation protocol is the CPU demo's (``configs/demo-cpu.yaml``: its tasks, eval
+instances per task, attempts per instance, temperature, seed, prompt style, rollout
+limits and environment settings), so the base model here and the demo's before/after
+table are scored the same way. The learning curve scores the pretraining snapshots on
+the same instances, scaled down by ``--curve-scale`` (stated in the results).
+AgentBench's own dev files are scored where they run offline: OS and DB (KG needs
+Freebase and ALFWorld the original game files, neither of which is here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentgym_eppo.trainer.config import TrainConfig, load_config
+from agentgym_eppo.trainer.evaluation import evaluate_policy
+from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
+from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
+from agentgym_eppo.trainer.training.models import load_policy
+
+from .machine import cpu_model
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+PROTOCOL = ROOT / "configs" / "demo-cpu.yaml"
+CARD = ROOT / "agentgym_eppo" / "assets" / "models" / "agentgym-tiny" / "README.md"
+AGENTBENCH_FILES = {"os": "os_interaction/dev.json", "db": "dbbench/dev.jsonl"}
+
+
+def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 10) -> float:
+    """GFLOP/s of a square matmul in ``dtype`` at the current thread count."""
+    a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
+    for _ in range(2):
+        a @ b
+    started = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * size**3 * repeats / (time.perf_counter() - started) / 1e9
+
+
+def evaluate(model_dir: Path, protocol: TrainConfig, scale: float = 1.0, **extra: Any) -> dict:
+    """The protocol's evaluation of ``model_dir`` (instances scaled by ``scale``)."""
+    model, tokenizer = load_policy(model_dir)
+    e, r = protocol.eval, protocol.rollout
+    engine = HFGenerateEngine(
+        model, tokenizer.eos_token_id, tokenizer.pad_token_id, batch_size=r.generation_batch
+    )
+    by_task = {t: max(1, round(n * scale)) for t, n in e.instances_by_task.items()}
+    started = time.perf_counter()
+    result = evaluate_policy(
+        engine,
+        tokenizer,
+        extra.pop("tasks", list(protocol.tasks)),
+        stage="base",
+        split=e.split,
+        max_instances=extra.pop("max_instances", None),
+        limits=RolloutLimits(r.max_tokens_per_turn, r.max_context, e.temperature),
+        slots_per_task=max(protocol.tasks.values()),
+        backend=r.backend,
+        env_kwargs=extra.pop("env_kwargs", protocol.env_kwargs),
+        seed=protocol.seed,
+        prompt_style=r.prompt,
+        samples_per_instance=e.samples_per_instance,
+        instances_by_task=extra.pop("instances_by_task", by_task),
+    )
+    result["seconds"] = time.perf_counter() - started
+    return result
+
+
+COPY_TASKS = ("os", "db", "kg")
+CALL_SYNTAX = '<tool_call>\n{"name": "arguments": }\n</tool_call>'
+
+
+def expert_dev_episodes(task: str, count: int) -> list[Any]:
+    """The expert's episodes of the first ``count`` dev instances of ``task``."""
+    import gymnasium as gym
+
+    from agentgym_eppo.registration import env_id_for
+    from agentgym_eppo.trainer.rollout.chat import action_text
+    from agentgym_eppo.trainer.training.sft import ExpertEpisode
+
+    env = gym.make(
+        env_id_for(task), split="dev", **({"command_timeout": 5} if task == "os" else {})
+    )
+    episodes = []
+    for index in range(count):
+        observation, info = env.reset(options={"index": index})
+        episode = ExpertEpisode(
+            task,
+            str(info["sample_id"]),
+            str(info["system_prompt"]),
+            list(info["tools"]),
+            observation,
+        )
+        done = False
+        while not done:
+            action = action_text(env.unwrapped.expert_action())
+            observation, _, terminated, truncated, info = env.step(action)
+            episode.actions.append(action)
+            episode.observations.append(observation)
+            done = terminated or truncated
+        episodes.append(episode)
+    env.close()
+    return episodes
+
+
+def copy_accuracy(model_dir: Path | str, episodes: dict[str, list[Any]]) -> dict[str, dict]:
+    """Teacher-forced next-token accuracy on the expert's dev tokens, split into tokens that
+    occur in the task text (names to copy: paths, tables, entities) and all others."""
+    from agentgym_eppo.trainer.training.batching import build_micro_batch
+    from agentgym_eppo.trainer.training.sft import expert_transcript
+
+    model, tokenizer = load_policy(model_dir)
+    model.eval()
+    syntax = set(tokenizer.encode(CALL_SYNTAX, add_special_tokens=False))
+    result = {}
+    for task, played in episodes.items():
+        hits = {True: [0, 0], False: [0, 0]}
+        for episode in played:
+            transcript = expert_transcript(tokenizer, episode, "compact")
+            in_task = set(tokenizer.encode(episode.task_text, add_special_tokens=False))
+            batch = build_micro_batch([transcript], [0], tokenizer.pad_token_id)
+            with torch.no_grad():
+                logits = model(
+                    input_ids=batch.input_ids, attention_mask=batch.attention_mask
+                ).logits[0]
+            predicted = logits[batch.positions].argmax(-1).tolist()
+            for guess, target in zip(predicted, batch.targets.tolist(), strict=True):
+                copied = target in in_task and target not in syntax
+                hits[copied][0] += int(guess == target)
+                hits[copied][1] += 1
+        result[task] = {
+            "copied": hits[True][0] / max(1, hits[True][1]),
+            "other": hits[False][0] / max(1, hits[False][1]),
+            "copied_tokens": hits[True][1],
+        }
+    return result
+
+
+def _row(result: dict, tasks: list[str]) -> str:
+    cells = []
+    for task in tasks:
+        entry = result["tasks"].get(task)
+        cells.append(f"{entry['success']:.3f} ({entry['n']})" if entry else "-")
+    return " | ".join(cells)
+
+
+def _plots(metrics: list[dict], curve: list[tuple[int, dict]], folder: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = []
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot([m["tokens_seen"] / 1e6 for m in metrics], [m["loss"] for m in metrics])
+    ax.set_xlabel("tokens seen (M)")
+    ax.set_ylabel("cross-entropy on the agent's tokens")
+    ax.set_yscale("log")
+    ax.set_title("agentgym-tiny pretraining loss")
+    fig.tight_layout()
+    fig.savefig(folder / "loss.png", dpi=100)
+    plt.close(fig)
+    names.append("loss.png")
+    if curve:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        tasks = sorted(curve[-1][1]["tasks"])
+        for task in tasks:
+            ax.plot(
+                [tokens / 1e6 for tokens, _ in curve],
+                [r["tasks"][task]["success"] for _, r in curve],
+                marker="o",
+                label=task,
+            )
+        ax.set_xlabel("tokens seen (M)")
+        ax.set_ylabel("dev success")
+        ax.legend()
+        ax.set_title("dev success during pretraining")
+        fig.tight_layout()
+        fig.savefig(folder / "success.png", dpi=100)
+        plt.close(fig)
+        names.append("success.png")
+    return names
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--agentbench-data", type=Path, default=None)
+    parser.add_argument("--curve-scale", type=float, default=0.25)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    run: Path = args.run_dir
+    protocol = load_config(PROTOCOL)
+    summary = json.loads((run / "model" / "pretrain.json").read_text())
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").open()]
+    by_step = {m["step"]: m for m in metrics}  # a resumed run rewrites its last steps
+    metrics = [by_step[k] for k in sorted(by_step)]
+    peaks = {
+        name: matmul_peak(dtype)
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+    }
+    rate = statistics.median(m["tokens_per_s"] for m in metrics)
+    padding = 1 - sum(m["tokens"] for m in metrics) / sum(m["padded_tokens"] for m in metrics)
+    flops = 6 * summary["parameters"] * rate / 1e9
+
+    final = evaluate(run / "model", protocol)
+    curve = []
+    for snapshot in sorted((run / "snapshots").glob("step_*"), key=lambda p: int(p.name[5:])):
+        step = int(snapshot.name[5:])
+        curve.append((by_step[step]["tokens_seen"], evaluate(snapshot, protocol, args.curve_scale)))
+    curve.append((metrics[-1]["tokens_seen"], evaluate(run / "model", protocol, args.curve_scale)))
+    dev_episodes = {task: expert_dev_episodes(task, 40) for task in COPY_TASKS}
+    snapshots = sorted((run / "snapshots").glob("step_*"), key=lambda p: int(p.name[5:]))
+    copying = [
+        (by_step[int(p.name[5:])]["tokens_seen"], copy_accuracy(p, dev_episodes)) for p in snapshots
+    ]
+    copying.append((metrics[-1]["tokens_seen"], copy_accuracy(run / "model", dev_episodes)))
+    agentbench = {}
+    if args.agentbench_data is not None:
+        for task, relative in AGENTBENCH_FILES.items():
+            kwargs = {
+                **protocol.env_kwargs.get(task, {}),
+                "tasks": str(args.agentbench_data / relative),
+            }
+            agentbench[task] = evaluate(
+                run / "model", protocol, tasks=[task], env_kwargs={task: kwargs},
+                instances_by_task={}, max_instances=None,
+            )  # fmt: skip
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    folder = RESULTS / "base-model"
+    folder.mkdir(exist_ok=True)
+    plots = _plots(metrics, curve, folder)
+    tasks = sorted(final["tasks"])
+    e = protocol.eval
+    protocol_text = (
+        f"`configs/demo-cpu.yaml`'s eval: split `{e.split}`, instances per task "
+        f"{dict(e.instances_by_task)} x {e.samples_per_instance} attempts, temperature "
+        f"{e.temperature}, seed {protocol.seed}, prompt `{protocol.rollout.prompt}`, "
+        f"{protocol.rollout.max_tokens_per_turn} tokens per turn, context "
+        f"{protocol.rollout.max_context}, turn limit {protocol.rollout.max_turns} "
+        f"(environment settings {protocol.env_kwargs})"
+    )
+    scores = [
+        "| task | dev success (episodes) | mean reward |",
+        "|---|---|---|",
+        *(
+            f"| {t} | {final['tasks'][t]['success']:.3f} ({final['tasks'][t]['n']}) | "
+            f"{final['tasks'][t]['reward']:.3f} |"
+            for t in tasks
+        ),
+        f"| mean over tasks | {final['mean_success']:.3f} | |",
+    ]
+    lines = [
+        "# The shipped base model, agentgym-tiny",
+        "",
+        f"Measured by `python -m benchmarks.base_model {run}` on {cpu_model()}, "
+        f"{args.threads} threads.",
+        "",
+        "## Pretraining",
+        "",
+        f"- Model: Qwen2, {summary['parameters'] / 1e6:.2f}M parameters, vocabulary "
+        f"{summary['vocabulary']}; {summary['steps']} steps, "
+        f"{summary['tokens_seen'] / 1e6:.1f}M tokens seen "
+        f"({summary['tokens_per_epoch'] / 1e6:.1f}M per epoch).",
+        f"- Data: solved expert episodes {summary['episodes']}.",
+        f"- Wall time: data {summary['data_seconds'] / 60:.1f} min, training "
+        f"{summary['train_seconds'] / 60:.1f} min.",
+        f"- Speed: median {rate:,.0f} tokens/s; {flops:.0f} GFLOP/s by 6 x parameters x "
+        f"tokens (attention left out), {flops / peaks['fp32']:.0%} of this run's measured "
+        f"fp32 matmul peak ({peaks['fp32']:.0f} GFLOP/s; bf16: {peaks['bf16']:.0f} GFLOP/s, "
+        f"so training runs in fp32); padding {padding:.1%} of the tokens computed.",
+        "",
+        *(f"![{name}](base-model/{name})" for name in plots),
+        "",
+        "## Dev success on the protocol",
+        "",
+        f"Protocol: {protocol_text}. Evaluation took {final['seconds'] / 60:.1f} min.",
+        "",
+        *scores,
+        "",
+        f"Learning curve (the same instances scaled by {args.curve_scale}; episodes in brackets):",
+        "",
+        f"| tokens seen (M) | {' | '.join(tasks)} | mean |",
+        f"|---|{'---|' * len(tasks)}---|",
+        *(
+            f"| {tokens / 1e6:.1f} | {_row(result, tasks)} | {result['mean_success']:.3f} |"
+            for tokens, result in curve
+        ),
+        "",
+    ]
+    lines += [
+        "## Copying names from the question",
+        "",
+        "Teacher-forced next-token accuracy on the expert's tokens of 40 dev episodes per "
+        "task: tokens that occur in the task text (the names to copy: paths, tables, "
+        "entities) against all others.",
+        "",
+        f"| tokens seen (M) | {' | '.join(f'{t} copied | {t} other' for t in COPY_TASKS)} |",
+        f"|---|{'---|---|' * len(COPY_TASKS)}",
+        *(
+            f"| {tokens / 1e6:.1f} | "
+            + " | ".join(f"{acc[t]['copied']:.3f} | {acc[t]['other']:.3f}" for t in COPY_TASKS)
+            + " |"
+            for tokens, acc in copying
+        ),
+        "",
+    ]
+    if agentbench:
+        lines += [
+            "## AgentBench's own dev files",
+            "",
+            "Not our generators' distribution (other wording, other file trees and "
+            "tables), so low scores are expected. KG needs Freebase and ALFWorld the "
+            "original game files, neither of which is here.",
+            "",
+            "| task | dev success (episodes) | mean reward | statuses |",
+            "|---|---|---|---|",
+            *(
+                f"| {t} | {r['tasks'][t]['success']:.3f} ({r['tasks'][t]['n']}) | "
+                f"{r['tasks'][t]['reward']:.3f} | {r['tasks'][t]['statuses']} |"
+                for t, r in agentbench.items()
+            ),
+            "",
+        ]
+    (RESULTS / "base-model.md").write_text("\n".join(lines), encoding="utf-8")
+    (folder / "evals.json").write_text(
+        json.dumps(
+            {"final": final, "curve": curve, "copying": copying, "agentbench": agentbench},
+            indent=1,
+        ),
+        encoding="utf-8",
+    )
+    if CARD.exists():
+        text = CARD.read_text(encoding="utf-8")
+        block = "\n".join(
+            ["<!-- scores -->", f"Protocol: {protocol_text}.", "", *scores, "<!-- /scores -->"]
+        )
+        CARD.write_text(
+            re.sub(r"<!-- scores -->.*<!-- /scores -->", lambda _: block, text, flags=re.S),
+            encoding="utf-8",
+        )
+    print((RESULTS / "base-model.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
