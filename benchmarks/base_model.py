@@ -92,30 +92,12 @@ def expert_dev_episodes(task: str, count: int) -> list[Any]:
     import gymnasium as gym
 
     from agentgym_eppo.registration import env_id_for
-    from agentgym_eppo.trainer.rollout.chat import action_text
-    from agentgym_eppo.trainer.training.sft import ExpertEpisode
+    from agentgym_eppo.trainer.training.pretrain import play_expert
 
     env = gym.make(
         env_id_for(task), split="dev", **({"command_timeout": 5} if task == "os" else {})
     )
-    episodes = []
-    for index in range(count):
-        observation, info = env.reset(options={"index": index})
-        episode = ExpertEpisode(
-            task,
-            str(info["sample_id"]),
-            str(info["system_prompt"]),
-            list(info["tools"]),
-            observation,
-        )
-        done = False
-        while not done:
-            action = action_text(env.unwrapped.expert_action())
-            observation, _, terminated, truncated, info = env.step(action)
-            episode.actions.append(action)
-            episode.observations.append(observation)
-            done = terminated or truncated
-        episodes.append(episode)
+    episodes = [play_expert(env, index) for index in range(count)]
     env.close()
     return episodes
 

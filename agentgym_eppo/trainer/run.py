@@ -60,7 +60,12 @@ from agentgym_eppo.trainer.rollout.episodes import (
     start_episode,
 )
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
-from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer, load_policy
+from agentgym_eppo.trainer.training.models import (
+    architecture,
+    build_tiny_model,
+    build_tokenizer,
+    load_policy,
+)
 from agentgym_eppo.trainer.training.sft import (
     corpus,
     expert_transcript,
@@ -118,16 +123,7 @@ class Trainer:
     def build_policy(self, texts: Sequence[str]) -> None:
         m = self.config.model
         self.tokenizer = build_tokenizer(texts, vocab_size=m.vocab_size)
-        self.model = build_tiny_model(
-            self.tokenizer,
-            hidden_size=m.hidden_size,
-            layers=m.layers,
-            heads=m.heads,
-            kv_heads=m.kv_heads,
-            intermediate_size=m.intermediate_size,
-            max_position_embeddings=m.max_position_embeddings,
-            seed=self.config.seed,
-        )
+        self.model = build_tiny_model(self.tokenizer, seed=self.config.seed, **architecture(m))
         self.model = self.model.to(self.device)  # type: ignore[arg-type]
         params = sum(p.numel() for p in self.model.parameters())
         self.log(

@@ -191,6 +191,17 @@ def build_tiny_model(
     return model
 
 
+ARCHITECTURE_FIELDS = (
+    "hidden_size", "layers", "heads", "kv_heads", "intermediate_size", "max_position_embeddings",
+)  # fmt: skip
+
+
+def architecture(section: Any) -> dict[str, Any]:
+    """The keyword arguments of :func:`build_tiny_model` that a config section names
+    (the trainer's ``model`` and the pretraining's ``model`` share these fields)."""
+    return {name: getattr(section, name) for name in ARCHITECTURE_FIELDS}
+
+
 SHIPPED_MODELS = "models"  # agentgym_eppo/assets/models/<name>: base models shipped in the package
 
 

@@ -51,7 +51,7 @@ from ..config import _build, apply_override
 from ..config_fields import help_field as _help
 from ..rollout.chat import PROMPT_STYLES, Transcript, action_text
 from .batching import build_micro_batch, plan_micro_batches
-from .models import build_tiny_model, build_tokenizer
+from .models import architecture, build_tiny_model, build_tokenizer
 from .sft import ExpertEpisode, corpus, expert_transcript, sft_lr_factor
 
 TASKS = ("os", "db", "kg", "alfworld", "webshop")
@@ -261,7 +261,7 @@ def play_shard(shard: Shard) -> list[dict[str, Any]]:
     episodes = []
     try:
         for index, digest in zip(indices, hashes, strict=True):
-            episode = _play(env, index)
+            episode = play_expert(env, index)
             if episode.success:
                 episodes.append({**dataclasses.asdict(episode), "content_hash": digest})
     finally:
@@ -269,7 +269,8 @@ def play_shard(shard: Shard) -> list[dict[str, Any]]:
     return episodes
 
 
-def _play(env: Any, index: int) -> ExpertEpisode:
+def play_expert(env: Any, index: int) -> ExpertEpisode:
+    """The expert's episode of instance ``index`` of ``env`` (solved or not)."""
     observation, info = env.reset(options={"index": index})
     episode = ExpertEpisode(
         task_id=str(info["task_id"]),
@@ -442,17 +443,7 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
             by_task.setdefault(episode.task_id, []).append(episode)
         sample = [e for rows in by_task.values() for e in rows[: config.model.tokenizer_episodes]]
         tokenizer = build_tokenizer(list(corpus(sample)), vocab_size=config.model.vocab_size)
-        m = config.model
-        model = build_tiny_model(
-            tokenizer,
-            hidden_size=m.hidden_size,
-            layers=m.layers,
-            heads=m.heads,
-            kv_heads=m.kv_heads,
-            intermediate_size=m.intermediate_size,
-            max_position_embeddings=m.max_position_embeddings,
-            seed=config.seed,
-        )
+        model = build_tiny_model(tokenizer, seed=config.seed, **architecture(config.model))
     t0 = time.perf_counter()
     transcripts = [expert_transcript(tokenizer, e, config.prompt) for e in episodes]
     kept = [k for k, t in enumerate(transcripts) if len(t) <= config.train.max_length]
