@@ -33,9 +33,6 @@ HOSTILE: dict[str, Any] = {
     "backslashes": "\\" * 99,
     "unicode": "日本語 🙂 \u0301",
 }
-OS_SIDE = {"lone_surrogate", "surrogate_in_text"}
-"""A lone surrogate in a bash script is the OS env's to fix (its own issue-18 work);
-until that lands these cases are expected to fail."""
 
 
 @pytest.fixture(scope="module", params=list(ENV_CLASSES))
@@ -71,11 +68,7 @@ def _honest(env: Any, action: Any) -> str:
 
 
 @pytest.mark.parametrize("content", list(HOSTILE))
-def test_hostile_content_in_every_argument_is_never_a_task_error(
-    env: Any, content: str, request: pytest.FixtureRequest
-) -> None:
-    if env.task_id == "os" and content in OS_SIDE:
-        request.applymarker(pytest.mark.xfail(reason="OS side in progress", strict=False))
+def test_hostile_content_in_every_argument_is_never_a_task_error(env: Any, content: str) -> None:
     for action in _calls(env, HOSTILE[content]):
         if env.unwrapped.status is not Status.RUNNING:
             env.reset(seed=0)
@@ -96,12 +89,4 @@ def test_generated_actions_of_every_form_are_never_a_task_error(env: Any) -> Non
     def body(action: Any) -> None:
         _honest(env, action)
 
-    if env.task_id == "os":
-        # The generated strings include lone surrogates (see OS_SIDE), and the OS
-        # sandbox is being reworked beside this test (its start failed under it).
-        try:
-            body()
-        except Exception as error:
-            pytest.xfail(f"OS side in progress: {type(error).__name__}: {str(error)[:200]}")
-        return
     body()

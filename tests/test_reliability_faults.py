@@ -143,8 +143,10 @@ def test_kill_9_of_the_whole_sandbox_ends_its_episode_as_task_error(
     os_venv: MultiTaskVectorEnv,
 ) -> None:
     sleeper = _start_marked_sleep(os_venv, 0)
-    sandbox = next(p for p in sleeper.parents() if p.name() == "bwrap")
-    for process in [*sandbox.children(recursive=True), sandbox]:
+    # The sandbox is every process the control loop started: the namespace holder and the
+    # agent's view (both bwrap), and all inside them; the control loop stays (our side).
+    control = next(p for p in sleeper.parents() if p.name() == "bwrap").parent()
+    for process in control.children(recursive=True):
         with contextlib.suppress(psutil.NoSuchProcess):  # gone with its parent already
             process.send_signal(signal.SIGKILL)
     (outcome,) = os_venv.step_some([0], [_bash("echo still here")])
