@@ -12,7 +12,7 @@ setup: system-deps $(STAMP)
 system-deps:
 	bash scripts/install_system_deps.sh
 
-# torch==2.13.0 first: an unpinned torch pulls a multi-GB CUDA build (NOTES.md).
+# torch==2.13.0 first: an unpinned torch pulls a multi-GB CUDA build.
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
