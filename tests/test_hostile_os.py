@@ -130,7 +130,7 @@ def test_the_agent_sees_neither_the_control_loop_nor_the_check_processes(backend
         )
         result = sandbox.run_process(["bash", "-c", "sleep 0.5; echo judge-marker-$((6*7))"], 10)
         assert result.output.strip() == "judge-marker-42"
-        seen = observe(env, "grep -c 'judge-marker' /tmp/seen; grep -c 'control' /tmp/seen")
+        seen = observe(env, "grep -c '[j]udge-marker' /tmp/seen; grep -c '[c]ontrol' /tmp/seen")
         assert seen.endswith("0\n0\n"), seen
     finally:
         env.close()
@@ -184,9 +184,9 @@ def test_agent_processes_cannot_act_while_a_check_runs(backend: str) -> None:
 # ---------------------------------------------------------------- the checks' own programs
 
 
+# Not on Docker: the Docker backend judges with the container's programs, as AgentBench.
+@pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
 def test_checks_do_not_run_the_agents_bash(make_env: Any, backend: str) -> None:
-    if backend == "docker":
-        pytest.skip("the Docker backend judges with the container's programs, as AgentBench")
     env = make_env([OPERATION_TASK])
     observe(
         env,
@@ -196,9 +196,9 @@ def test_checks_do_not_run_the_agents_bash(make_env: Any, backend: str) -> None:
     assert reward == 0.0
 
 
+# Not on Docker: the Docker backend judges with the container's programs, as AgentBench.
+@pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
 def test_checks_do_not_run_the_agents_tools_first_in_path(make_env: Any, backend: str) -> None:
-    if backend == "docker":
-        pytest.skip("the Docker backend judges with the container's programs, as AgentBench")
     env = make_env([OPERATION_TASK])
     observe(
         env, "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/grep && chmod +x /usr/local/bin/grep"
@@ -217,9 +217,9 @@ def test_checks_still_run_a_program_the_agent_was_asked_to_write(make_env: Any) 
     assert reward == 1.0
 
 
+# Not on Docker: the Docker backend leaves /etc writable, as AgentBench.
+@pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
 def test_the_loader_configuration_is_read_only(make_env: Any, backend: str) -> None:
-    if backend == "docker":
-        pytest.skip("the Docker backend leaves /etc writable, as AgentBench")
     env = make_env([OPERATION_TASK])
     obs = observe(
         env,
@@ -251,9 +251,9 @@ def test_no_new_user_namespace(make_env: Any) -> None:
     assert "rc=0" not in obs and "Operation not permitted" in obs, obs
 
 
+# Not on Docker: Docker's default profile allows ptrace on kernels from 4.8 (documented).
+@pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
 def test_ptrace_reaches_no_process(make_env: Any, backend: str) -> None:
-    if backend == "docker":
-        pytest.skip("Docker's default profile allows ptrace on kernels from 4.8 (documented)")
     env = make_env([OPERATION_TASK])
     script = (
         "sleep 60 & python3 -c 'import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); "
@@ -266,9 +266,9 @@ def test_ptrace_reaches_no_process(make_env: Any, backend: str) -> None:
     assert len(lines) == 2 and all(" -1 Operation not permitted" in line for line in lines), obs
 
 
+# Not on Docker: Docker's mount table names its own storage paths, as in any container.
+@pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
 def test_no_host_path_in_the_environment_or_the_mount_table(make_env: Any, backend: str) -> None:
-    if backend == "docker":
-        pytest.skip("Docker's mount table names its own storage paths, as in any container")
     env = make_env([OPERATION_TASK])
     obs = observe(
         env,
@@ -296,9 +296,9 @@ def test_a_lone_surrogate_in_the_answer_is_judged_not_an_error(make_env: Any) ->
     assert (reward, status) == (0.0, "completed")
 
 
+# Not on Docker: the Docker backend judges with the container's programs, as AgentBench.
+@pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
 def test_checks_do_not_load_the_agents_python_customisation(make_env: Any, backend: str) -> None:
-    if backend == "docker":
-        pytest.skip("the Docker backend judges with the container's programs, as AgentBench")
     env = make_env([PYTHON_CHECK_TASK])
     obs = observe(
         env,
