@@ -1,10 +1,9 @@
 """Every task of AgentBench's ``os_interaction/dev.json`` runs in the sandbox as it is: its
 example solution (or the answer its ``match`` implies) scores 1 and a wrong answer 0.
 
-Three tasks reference scripts of AgentBench's ``scripts/dev`` folder, which is not part
-of the task files here (``check/0.sh`` + ``example/0.sh``: the "calc" command tasks;
-``init/stock-log.sh``: the stock log task). They are skipped with that reason; with
-``scripts_dir=`` pointing at AgentBench's folder they load like the rest.
+Three tasks reference scripts of AgentBench's ``scripts/dev`` folder (``check/0.sh`` +
+``example/0.sh``: the "calc" command tasks; ``init/stock-log.sh``: the stock log task);
+``scripts_dir=`` points at that folder beside the task files, so they run like the rest.
 """
 
 from __future__ import annotations
@@ -23,19 +22,40 @@ DEV_TASKS = 26
 @pytest.fixture(scope="module")
 def dev_env(agentbench_data: Path) -> OSEnv:
     skip_unless("bwrap")
-    env = OSEnv(agentbench_data / "os_interaction" / "dev.json", split="dev", command_timeout=10.0)
+    env = OSEnv(
+        agentbench_data / "os_interaction" / "dev.json",
+        split="dev",
+        command_timeout=10.0,
+        scripts_dir=agentbench_data / "os_interaction" / "scripts" / "dev",
+    )
     yield env
     env.close()
 
 
-@pytest.mark.parametrize("index", range(DEV_TASKS))
+# dev-00025's init (AgentBench's init/stock-log.sh) writes /usr/stock.log; init scripts run
+# in the judge's view, whose /usr is the read-only base since the judge was moved out of
+# the agent's reach (issue 18), so that task cannot start. Found by this test; open.
+STOCK_LOG_INIT = 25
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        pytest.param(
+            k,
+            marks=pytest.mark.xfail(
+                reason="init scripts run with the base's read-only /usr (issue 18's judge view)",
+                strict=True,
+            ),
+        )
+        if k == STOCK_LOG_INIT
+        else k
+        for k in range(DEV_TASKS)
+    ],
+)
 def test_dev_task_example_scores_one_and_a_wrong_answer_zero(dev_env: OSEnv, index: int) -> None:
     task = dev_env.task_set.by_index(index)
-    if task.missing:
-        pytest.skip(
-            f"{task.sample_id} needs AgentBench's scripts folder: "
-            + "; ".join(m.reason for m in task.missing)
-        )
+    assert not task.missing, [m.reason for m in task.missing]
     dev_env.reset(options={"index": index})
     for _ in range(2):
         obs, reward, terminated, truncated, info = dev_env.step(dev_env.expert_action())
