@@ -90,6 +90,4 @@ def _entry_spec(
         return SubEnvSpec(
             resolve_env_id(name), {"split": split, **env_kwargs.get(name, {}), **kwargs}
         )
-    raise TypeError(
-        f"a slot is an env id, an (env_id, kwargs) pair or a SubEnvSpec, got {entry!r}"
-    )
+    raise TypeError(f"a slot is an env id, an (env_id, kwargs) pair or a SubEnvSpec, got {entry!r}")
