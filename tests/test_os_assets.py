@@ -16,6 +16,7 @@ from agentgym_eppo.core import asset_path, write_jsonl_gz
 from agentgym_eppo.environments.os import generator
 from agentgym_eppo.environments.os.env import OSEnv
 from agentgym_eppo.environments.os.evaluation import judge
+from agentgym_eppo.environments.os.sandbox import SandboxError
 from agentgym_eppo.environments.os.tasks import load_tasks
 
 
@@ -86,6 +87,29 @@ RANDOM_COMMANDS = (
 task's own files)."""
 
 
+RETRIED: list[tuple[int, object]] = []  # tasks that failed once in the current sweep
+
+
+def _attempt(env: OSEnv, index: int, warmup: int) -> tuple[str, bool, str] | None:
+    """None if the expert solves instance ``index`` (and the empty answer fails), else why not."""
+    try:
+        env.reset(options={"index": index})
+    except SandboxError as error:
+        return (str(index), False, f"sandbox did not start: {error}")
+    assert env.sandbox is not None
+    empty_passes = judge(env.record, "", env.sandbox) if not warmup else False
+    rng = random.Random(index)
+    for script in rng.choices(RANDOM_COMMANDS, k=warmup):
+        env.step({"name": "bash_action", "arguments": {"script": script}})
+    while True:
+        obs, reward, terminated, truncated, _ = env.step(env.expert_action())
+        if terminated or truncated:
+            break
+    if empty_passes or reward != 1.0:
+        return (env.record.sample_id, empty_passes, obs)
+    return None
+
+
 def solve(split: str, indices: range, warmup: int = 0) -> list[tuple[str, bool, str]]:
     """Solve the tasks at ``indices`` (after ``warmup`` random commands); return the
     failures (sample id, empty passed, obs).
@@ -97,18 +121,16 @@ def solve(split: str, indices: range, warmup: int = 0) -> list[tuple[str, bool, 
     failures = []
     try:
         for index in indices:
-            env.reset(options={"index": index})
-            assert env.sandbox is not None
-            empty_passes = judge(env.record, "", env.sandbox) if not warmup else False
-            rng = random.Random(index)
-            for script in rng.choices(RANDOM_COMMANDS, k=warmup):
-                env.step({"name": "bash_action", "arguments": {"script": script}})
-            while True:
-                obs, reward, terminated, truncated, _ = env.step(env.expert_action())
-                if terminated or truncated:
-                    break
-            if empty_passes or reward != 1.0:
-                failures.append((env.record.sample_id, empty_passes, obs))
+            first = _attempt(env, index, warmup)
+            if first is None:
+                continue
+            # A task that fails once and then passes is a flaky start or a race, not an
+            # unsolvable task: since issue 18's sandbox rework about one episode in several
+            # hundred fails so (open: see the closing note). Counted, bounded, retried once.
+            RETRIED.append((index, first))
+            again = _attempt(env, index, warmup)
+            if again is not None:
+                failures.append(again)
     finally:
         env.close()
     return failures
@@ -116,6 +138,7 @@ def solve(split: str, indices: range, warmup: int = 0) -> list[tuple[str, bool, 
 
 def solve_every_task(split: str, workers: int = 2, warmup: int = 0) -> None:
     skip_unless("bwrap")
+    RETRIED.clear()
     size = len(load_tasks(None, split))
     with ThreadPoolExecutor(workers) as pool:
         parts = pool.map(
@@ -123,6 +146,7 @@ def solve_every_task(split: str, workers: int = 2, warmup: int = 0) -> None:
         )
         failures = [failure for part in parts for failure in part]
     assert failures == []
+    assert len(RETRIED) <= max(1, size // 100), RETRIED
 
 
 @pytest.mark.parametrize("split", ["dev", "test"])
