@@ -163,6 +163,13 @@ def test_a_bad_config_fails_when_it_is_loaded(override: str, message: str) -> No
         load_pretrain_config(None, ["data.episodes={os: 3}", override])
 
 
+def test_a_config_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("- os\n- db\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="a config is a YAML mapping, got list"):
+        load_pretrain_config(path)
+
+
 def test_the_shipped_config_is_valid() -> None:
     config = load_pretrain_config(Path(__file__).parents[1] / "configs" / "tiny-base.yaml")
     assert isinstance(config, PretrainConfig)

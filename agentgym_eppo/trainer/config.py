@@ -452,8 +452,8 @@ def apply_override(values: dict[str, Any], override: str) -> None:
     node[parts[-1]] = yaml.safe_load(raw)
 
 
-def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
-    """Read a YAML config (None = all defaults), apply ``key=value`` overrides, validate."""
+def read_config_values(path: str | Path | None, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """The plain values of a YAML config (None = none) with ``key=value`` overrides applied."""
     values: dict[str, Any] = {}
     if path is not None:
         loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
@@ -462,7 +462,12 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Train
         values = loaded or {}
     for override in overrides:
         apply_override(values, override)
-    return config_from_dict(values)
+    return values
+
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
+    """Read a YAML config (None = all defaults), apply ``key=value`` overrides, validate."""
+    return config_from_dict(read_config_values(path, overrides))
 
 
 def config_to_dict(config: TrainConfig) -> dict[str, Any]:

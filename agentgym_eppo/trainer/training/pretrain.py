@@ -47,7 +47,7 @@ import yaml
 from transformers import PreTrainedModel
 
 from ..checkpoint import latest_checkpoint, policy_card, save_checkpoint
-from ..config import _build, apply_override
+from ..config import _build, read_config_values
 from ..config_fields import help_field as _help
 from ..rollout.chat import PROMPT_STYLES, Transcript, action_text
 from .batching import build_micro_batch, plan_micro_batches
@@ -183,12 +183,7 @@ class PretrainConfig:
 
 def load_pretrain_config(path: str | Path | None, overrides: Sequence[str] = ()) -> PretrainConfig:
     """Read a YAML config, apply ``key=value`` overrides, validate."""
-    values: dict[str, Any] = {}
-    if path is not None:
-        values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    for override in overrides:
-        apply_override(values, override)
-    config: PretrainConfig = _build(PretrainConfig, values, "")
+    config: PretrainConfig = _build(PretrainConfig, read_config_values(path, overrides), "")
     return config
 
 
