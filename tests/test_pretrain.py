@@ -21,6 +21,7 @@ from agentgym_eppo.trainer.training.pretrain import (
     PretrainConfig,
     load_episodes,
     load_pretrain_config,
+    plan_shards,
     plan_steps,
 )
 
@@ -161,6 +162,16 @@ def test_the_step_plan_covers_every_episode_each_epoch_in_a_seeded_order() -> No
 def test_a_bad_config_fails_when_it_is_loaded(override: str, message: str) -> None:
     with pytest.raises((ValueError, TypeError), match=message):
         load_pretrain_config(None, ["data.episodes={os: 3}", override])
+
+
+def test_shards_cover_each_tasks_episodes_once_in_order() -> None:
+    config = load_pretrain_config(
+        None, ["data.episodes={alfworld: 10, db: 3}", "data.shard_size=4"]
+    )
+    shards = plan_shards(config.data)
+    alfworld = [(s.first, s.count) for s in shards if s.task_id == "alfworld"]
+    assert alfworld == [(0, 4), (4, 4), (8, 2)]  # the short last shard starts after the others
+    assert [s.task_id for s in shards] == ["alfworld", "db", "alfworld", "alfworld"]
 
 
 def test_a_config_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:

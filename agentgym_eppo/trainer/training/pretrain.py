@@ -195,6 +195,7 @@ class Shard:
     task_id: str
     index: int
     count: int
+    first: int  # the task's episodes before this shard (where a 'train' source starts)
     source: str
     seed: int
     env_kwargs: Mapping[str, Any]
@@ -217,6 +218,7 @@ def plan_shards(data: PretrainData) -> list[Shard]:
                     task_id,
                     k,
                     min(data.shard_size, total - k * data.shard_size),
+                    k * data.shard_size,
                     source,
                     data.seed * 1_000 + k,
                     kwargs,
@@ -251,7 +253,7 @@ def play_shard(shard: Shard) -> list[dict[str, Any]]:
     else:
         env = gym.make(env_id, split="train", **shard.env_kwargs)
         size = len(env.unwrapped.task_set)  # type: ignore[attr-defined]
-        indices = [(shard.index * shard.count + k) % size for k in range(shard.count)]
+        indices = [(shard.first + k) % size for k in range(shard.count)]
         hashes = [""] * len(indices)
     episodes = []
     try:
