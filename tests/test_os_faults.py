@@ -17,6 +17,7 @@ from os_backends import BACKENDS, SMALL_LIMITS, skip_unless
 
 from agentgym_eppo.environments.os import cgroups
 from agentgym_eppo.environments.os.env import OSEnv
+from agentgym_eppo.environments.os.sandbox import SandboxError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TASK = {"description": "Say done.", "evaluation": {"match": "done"}}
@@ -227,3 +228,38 @@ def test_a_group_busy_past_the_close_wait_is_removed_later() -> None:
             child.rmdir()
         with contextlib.suppress(OSError):
             path.rmdir()
+
+
+def test_a_sandbox_that_dies_before_the_first_action_is_started_again() -> None:
+    """The reserve sandbox (started when the last episode ended) dies while it waits for
+    ``reset``: the episode starts in a fresh one, counted in ``start_retries``."""
+    skip_unless("bwrap")
+    env = OSEnv([TASK], limits=SMALL_LIMITS, command_timeout=TIMEOUT)
+    try:
+        env.reset(options={"index": 0})
+        env.step({"name": "answer_action", "arguments": {"answer": "done"}})
+        reserve = env._reserve._ready
+        assert reserve is not None  # started when the episode ended
+        reserve.ensure_ready()
+        reserve._cgroup.kill()  # type: ignore[attr-defined]  # the holder and the shell die
+        deadline = time.monotonic() + 10
+        while reserve._cgroup.pids() and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.01)
+        env.reset(options={"index": 0})
+        assert env.start_retries == 1
+        obs, info = run(env, "echo alive")
+        assert obs == "The output of the OS:\n\nalive\n" and info["status"] == "running"
+    finally:
+        env.close()
+
+
+def test_an_init_script_that_always_fails_is_retried_once_then_reported() -> None:
+    skip_unless("bwrap")
+    broken = {**TASK, "create": {"init": {"code": "echo broken; exit 3"}}}
+    env = OSEnv([broken], limits=SMALL_LIMITS, command_timeout=TIMEOUT)
+    try:
+        with pytest.raises(SandboxError, match="init script failed with exit code 3 after"):
+            env.reset(options={"index": 0})
+        assert env.start_retries == 1
+    finally:
+        env.close()

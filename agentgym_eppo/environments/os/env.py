@@ -13,11 +13,15 @@ Outputs are cut AgentBench's way: over 800 characters, the first 780 and
 ``"\\n[truncated because the output is too long]"``. A command that runs past
 ``command_timeout`` (30 s) is interrupted with Ctrl-C and the observation says so; a
 shell that exits or cannot be interrupted is replaced by a fresh one (files and
-background processes stay). A sandbox that dies ends the episode as ``task_error``.
+background processes stay). A sandbox that fails while the episode is set up is
+replaced once (:data:`START_ATTEMPTS`, counted in ``start_retries``); one that dies
+after the agent acted ends the episode as ``task_error``.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,12 @@ from .evaluation import judge
 from .prestart import SandboxReserve
 from .sandbox import DEFAULT_COMMAND_TIMEOUT, Sandbox, SandboxError, SandboxLimits
 from .tasks import MissingScript, OSTask, load_tasks
+
+logger = logging.getLogger(__name__)
+
+START_ATTEMPTS = 2
+"""A sandbox that fails before the agent's first action (its shell does not start, an init
+script is killed) is replaced once by a fresh one: a backend fault, not the agent's."""
 
 AGENTBENCH_TRUNCATION = "\n[truncated because the output is too long]"
 AGENTBENCH_KEEP = 780
@@ -120,6 +130,8 @@ class OSEnv(AgentBenchEnv[OSTask]):
         self.root_dir = root_dir
         self.agentbench_output_limit = int(output_limit)
         self._sandbox: Sandbox | None = None
+        self.start_retries = 0
+        """Episodes whose sandbox failed before the agent's first action and was started again."""
         self._last_command: str | None = None
         self._last_output: str | None = None
         self._reserve = SandboxReserve(
@@ -137,27 +149,42 @@ class OSEnv(AgentBenchEnv[OSTask]):
                 f"{record.sample_id}: " + "; ".join(missing.reason for missing in record.missing)
             )
         self._last_command = self._last_output = None
-        self._sandbox = self._reserve.take(record.image or self.image)
-        try:
-            for script in record.init:
-                assert not isinstance(script, MissingScript)
-                result = self._sandbox.run_script(
-                    script.language, script.code, timeout=self.script_timeout
-                )
-                if result.exit_code != 0:
-                    raise SandboxError(
-                        f"{record.sample_id}: init script failed with exit code "
-                        f"{result.exit_code}: {result.output[-400:]}"
-                    )
-            if record.start is not None:
-                assert not isinstance(record.start, MissingScript)
-                self._sandbox.run_command(record.start.code, self.command_timeout)
-        except BaseException:
-            self._close_sandbox()
-            raise
+        image = record.image or self.image
+        for attempt in range(START_ATTEMPTS):
+            self._sandbox = self._reserve.take(image) if attempt == 0 else self._new_sandbox(image)
+            try:
+                self._sandbox.ensure_ready()
+                self._sandbox.check_alive()
+                self._prepare(record, self._sandbox)
+                break
+            except SandboxError as error:
+                self._close_sandbox()
+                if attempt + 1 == START_ATTEMPTS:
+                    raise
+                self.start_retries += 1
+                logger.warning("%s: starting again in a new sandbox: %s", record.sample_id, error)
+            except BaseException:
+                self._close_sandbox()
+                raise
         return (
             "Now, I will start a new problem in a new OS. My problem is:\n\n" + record.description
         )
+
+    def _prepare(self, record: OSTask, sandbox: Sandbox) -> None:
+        """The task's init scripts, then its start command in the agent's shell."""
+        for script in record.init:
+            assert not isinstance(script, MissingScript)
+            started = time.monotonic()
+            result = sandbox.run_script(script.language, script.code, timeout=self.script_timeout)
+            if result.exit_code != 0:
+                raise SandboxError(
+                    f"{record.sample_id}: init script failed with exit code "
+                    f"{result.exit_code} after {time.monotonic() - started:.1f} s: "
+                    f"{result.output[-400:]}"
+                )
+        if record.start is not None:
+            assert not isinstance(record.start, MissingScript)
+            sandbox.run_command(record.start.code, self.command_timeout)
 
     def _new_sandbox(self, image: Hashable) -> Sandbox:
         if self.backend == "docker":

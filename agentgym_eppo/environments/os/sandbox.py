@@ -139,6 +139,10 @@ class Sandbox(abc.ABC):
     def ensure_ready(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Wait until the sandbox is up (a backend may return from its constructor earlier)."""
 
+    def check_alive(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Raise :class:`SandboxError` if the sandbox is known to be dead (a cheap look,
+        no command: a sandbox kept in reserve may have died while it waited)."""
+
     def run_process(self, argv: Sequence[str], timeout: float) -> ProcessResult:
         """Run ``argv`` as an independent process in ``/root`` (stdin empty), with every
         process of the agent stopped meanwhile.

@@ -144,9 +144,12 @@ class InteractiveShell:
             f"printf '\\036%s\\036sync\\036\\n' {self.nonce.decode()}\n"
         )
         self.stream.write(line.encode())
-        _, kind = self._read_until_marker(time.monotonic() + timeout, keep=False)
+        output, kind = self._read_until_marker(time.monotonic() + timeout, keep=True)
+        if kind is None:
+            raise ShellClosed(f"the shell did not answer within {timeout:g} s")
         if kind != b"sync":
-            raise ShellClosed("the shell did not start")
+            text = clean_output(output).strip()[-200:]
+            raise ShellClosed("the shell exited as it started" + (f": {text}" if text else ""))
 
     def run(
         self, script: str, timeout: float, on_timeout: Callable[[], object] | None = None
