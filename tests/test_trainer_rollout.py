@@ -144,3 +144,57 @@ def test_hf_engine_greedy_is_deterministic_and_sampling_is_seeded(tokenizer):
     torch.manual_seed(3)
     assert engine.generate(contexts, [6, 3], 0.8) == first
     assert len(first[1]) <= 3
+
+
+def _plain_greedy(model, tokenizer, context, budget):
+    """``transformers``' own greedy ``generate`` on one context, cut at the end of turn."""
+    out = model.generate(
+        input_ids=torch.tensor([context]),
+        max_new_tokens=budget,
+        do_sample=False,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    row = out[0, len(context) :].tolist()
+    return row[: row.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in row else row
+
+
+def test_hf_engine_reuses_each_episodes_cache_and_matches_plain_generate(tokenizer):
+    """Three turns of four contexts (two identical, lengths differ): greedy turns equal
+    ``generate``'s on the whole conversation, only the new tokens are prefilled, and the
+    identical contexts are prefilled once."""
+    torch.set_num_threads(1)
+    model = build_tiny_model(tokenizer, hidden_size=64, layers=2, heads=4, kv_heads=2, seed=5)
+    engine = HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id, batch_size=3)
+    contexts = [[5, 6, 7, 8], [5, 6, 7, 8], [9, 10], [11] * 13]
+    observation = [12, 13, 14]
+    for turn in range(3):
+        budgets = [6, 6, 2, 6] if turn == 1 else [6, 6, 6, 6]
+        before = dict(engine.stats)
+        outputs = engine.generate(contexts, budgets, temperature=0.0)
+        expected = [
+            _plain_greedy(model, tokenizer, c, b) for c, b in zip(contexts, budgets, strict=True)
+        ]
+        assert outputs == expected
+        distinct = {tuple(c) for c in contexts}
+        assert len(distinct) == 3  # greedy keeps the two identical ones identical
+        # turn 0: every distinct context in full; later: its last sampled token and the
+        # observation, on top of the cache kept from the turn before
+        fresh = sum(len(c) for c in distinct) if turn == 0 else len(distinct) * (1 + 3)
+        new = engine.stats["prefilled_tokens"] - before["prefilled_tokens"]
+        reused = engine.stats["reused_tokens"] - before["reused_tokens"]
+        assert (new, reused) == (fresh, sum(len(c) for c in distinct) - fresh)
+        contexts = [c + o + observation for c, o in zip(contexts, outputs, strict=True)]
+
+
+def test_hf_engine_drops_its_caches_when_the_weights_change(tokenizer):
+    torch.set_num_threads(1)
+    model = build_tiny_model(tokenizer, hidden_size=32, layers=1, heads=2, kv_heads=1, seed=4)
+    engine = HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    first = engine.generate([[5, 6, 7]], [3], temperature=0.0)[0]
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(1.5)  # an optimizer step changes them in place
+    context = [5, 6, 7, *first, 8]
+    before = engine.stats["reused_tokens"]
+    assert engine.generate([context], [3], 0.0) == [_plain_greedy(model, tokenizer, context, 3)]
+    assert engine.stats["reused_tokens"] == before

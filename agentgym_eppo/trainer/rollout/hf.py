@@ -1,29 +1,66 @@
-"""The in-process rollout engine: ``transformers``' ``generate`` on the trainer's own model.
+"""The in-process rollout engine: the trainer's own ``transformers`` model, with a KV cache
+kept across the turns of an episode.
 
 :class:`HFGenerateEngine` implements
-:class:`~agentgym_eppo.trainer.rollout.engine.RolloutEngine` through ``transformers``'
-``generate`` (KV cache within the turn, one padded batch across every waiting slot); it
-suits CPUs and small GPUs, and shares the trainer's module, so a weight sync is free.
+:class:`~agentgym_eppo.trainer.rollout.engine.RolloutEngine` with its own decoding loop
+over the model's ``forward``. A multi-turn episode's next context is the previous one
+plus the sampled turn and the environment's reply, so the engine keeps, after every
+call, each row's KV cache with the tokens it covers; a later context that starts with
+those tokens is prefilled only from there (*prefix reuse*: the reply is appended, the
+conversation is not encoded again). Identical new contexts (the members of a GRPO group
+at their first turn) are prefilled once. Decoding is batched across all waiting rows:
+their caches are left-padded to one length, each row keeps its own positions, and a
+row that ends (end-of-turn token or its own token budget) leaves the batch.
+
+Kept caches are dropped when the weights change (the parameters' in-place version
+counters move on an optimizer step or a ``load_state_dict``), so a cache never mixes
+two policies; they are also dropped at the next call unless a context continues them.
+
+Example (a tiny random model; the second turn reuses the first turn's cache):
+
+>>> import torch
+>>> from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
+>>> tokenizer = build_tokenizer(["ls -la /root", "echo hello"], vocab_size=300)
+>>> model = build_tiny_model(tokenizer, hidden_size=32, layers=1, heads=2, kv_heads=1)
+>>> engine = HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id)
+>>> first = engine.generate([[5, 6, 7]], [4], temperature=0.0)[0]
+>>> second = engine.generate([[5, 6, 7, *first, 8, 9]], [4], temperature=0.0)[0]
+>>> engine.stats["reused_tokens"] == 3 + len(first) - 1
+True
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
-from transformers import PreTrainedModel
+from transformers import DynamicCache, PreTrainedModel
 
 from agentgym_eppo.trainer.devices import autocast_context
 
+LayerKV = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class _Row:
+    """One context being decoded: its kept cache (per layer, ``[1, heads, length, dim]``)."""
+
+    tokens: list[int]
+    budget: int
+    layers: list[LayerKV]
+    logits: torch.Tensor  # the next token's logits, ``[vocab]``
+
 
 class HFGenerateEngine:
-    """Batched ``model.generate`` over left-padded contexts, sampling the full distribution.
+    """Batched decoding with KV caches reused across turns (see the module docstring).
 
-    Sampling uses only the temperature (``top_k=0``, ``top_p=1``), so the tokens come
-    from the distribution the loss's log-probabilities describe. Contexts are sorted
-    by length and cut into batches of at most ``batch_size`` to limit padding. Each
-    context gets its own token budget: a batch generates up to its largest budget and
-    every row is cut back to its own.
+    Sampling uses only the temperature (no top-k or top-p), so the tokens come from the
+    distribution the loss's log-probabilities describe; ``temperature == 0`` is greedy.
+    Contexts are sorted by length and decoded in batches of at most ``batch_size``
+    rows. ``stats`` counts prefilled, reused and sampled tokens since construction.
     """
 
     def __init__(
@@ -35,64 +72,203 @@ class HFGenerateEngine:
         bf16: bool = False,
     ) -> None:
         self.model = model
+        self._cache_keyword = _cache_keyword(model)
         self.eos_token_id = int(eos_token_id)
         self.pad_token_id = int(pad_token_id)
         self.batch_size = int(batch_size)
         self.bf16 = bf16
+        self.stats = {"prefilled_tokens": 0, "reused_tokens": 0, "sampled_tokens": 0}
+        self._kept: dict[tuple[int, ...], list[LayerKV]] = {}
+        self._kept_lengths: set[int] = set()
+        self._weights_version: tuple[int, ...] = ()
 
     def update_weights(self, model: PreTrainedModel) -> None:
         self.model = model  # same process, same module: nothing to copy
+        self._cache_keyword = _cache_keyword(model)
+        self._forget()
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate(
         self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], temperature: float
     ) -> list[list[int]]:
         if len(max_new_tokens) != len(contexts):
             raise ValueError("give one max_new_tokens per context")
+        if any(not context for context in contexts):
+            raise ValueError("every context needs at least one token")
+        version = tuple(int(p._version) for p in self.model.parameters())
+        if version != self._weights_version:
+            self._forget()
+            self._weights_version = version
         results: list[list[int]] = [[] for _ in contexts]
-        order = sorted(range(len(contexts)), key=lambda i: len(contexts[i]))
+        kept: dict[tuple[int, ...], list[LayerKV]] = {}
+        order = sorted(
+            (i for i in range(len(contexts)) if max_new_tokens[i] > 0),
+            key=lambda i: len(contexts[i]),
+        )
         was_training = self.model.training
         self.model.eval()
         try:
-            for start in range(0, len(order), self.batch_size):
-                rows = order[start : start + self.batch_size]
-                outputs = self._generate_batch(
-                    [contexts[i] for i in rows], max(max_new_tokens[i] for i in rows), temperature
-                )
-                for row, output in zip(rows, outputs, strict=True):
-                    results[row] = output[: max_new_tokens[row]]
+            with autocast_context(self.bf16):
+                for start in range(0, len(order), self.batch_size):
+                    indices = order[start : start + self.batch_size]
+                    rows = self._prefill(
+                        [list(contexts[i]) for i in indices], [max_new_tokens[i] for i in indices]
+                    )
+                    for index, output, (tokens, layers) in zip(
+                        indices, *self._decode(rows, temperature), strict=True
+                    ):
+                        results[index] = output
+                        if layers:
+                            kept[tokens] = layers
         finally:
             self.model.train(was_training)
+        self._kept = kept
+        self._kept_lengths = {len(tokens) for tokens in kept}
         return results
 
-    def _generate_batch(
-        self, contexts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float
-    ) -> list[list[int]]:
-        width = max(len(c) for c in contexts)
-        device = next(self.model.parameters()).device
-        input_ids = torch.full((len(contexts), width), self.pad_token_id, dtype=torch.long)
-        attention = torch.zeros((len(contexts), width), dtype=torch.long)
-        for row, context in enumerate(contexts):
-            input_ids[row, width - len(context) :] = torch.tensor(context, dtype=torch.long)
-            attention[row, width - len(context) :] = 1
-        sampling = (
-            {"do_sample": True, "temperature": float(temperature), "top_k": 0, "top_p": 1.0}
-            if temperature > 0
-            else {"do_sample": False}
+    def _forget(self) -> None:
+        self._kept, self._kept_lengths = {}, set()
+
+    # ------------------------------------------------------------------ prefill
+
+    def _reusable(self, context: list[int]) -> tuple[int, list[LayerKV]]:
+        """The longest kept cache whose tokens start ``context`` (and are shorter)."""
+        for length in sorted(self._kept_lengths, reverse=True):
+            if length < len(context):
+                layers = self._kept.get(tuple(context[:length]))
+                if layers is not None:
+                    return length, layers
+        return 0, []
+
+    def _prefill(self, contexts: list[list[int]], budgets: list[int]) -> list[_Row]:
+        done: dict[tuple[int, ...], tuple[list[LayerKV], torch.Tensor]] = {}
+        rows = []
+        for context, budget in zip(contexts, budgets, strict=True):
+            key = tuple(context)
+            if key not in done:
+                done[key] = self._extend(context, *self._reusable(context))
+            layers, logits = done[key]
+            rows.append(_Row(context, budget, layers, logits))
+        return rows
+
+    def _extend(
+        self, context: list[int], reused: int, layers: list[LayerKV]
+    ) -> tuple[list[LayerKV], torch.Tensor]:
+        """Run ``context[reused:]`` on top of the cache of ``context[:reused]``."""
+        device = self._device()
+        suffix = torch.tensor([context[reused:]], dtype=torch.long, device=device)
+        positions = torch.arange(reused, len(context), device=device)[None]
+        cache = DynamicCache(ddp_cache_data=layers or None, config=self.model.config)
+        output = self._forward(suffix, None, positions, cache)
+        self.stats["prefilled_tokens"] += len(context) - reused
+        self.stats["reused_tokens"] += reused
+        return _layers(cache), output.logits[0, -1].float()
+
+    # ------------------------------------------------------------------ decoding
+
+    def _decode(
+        self, rows: list[_Row], temperature: float
+    ) -> tuple[list[list[int]], list[tuple[tuple[int, ...], list[LayerKV]]]]:
+        """Sample every row's turn; return the turns and each row's cache to keep."""
+        device = self._device()
+        width = max(row.layers[0][0].shape[2] for row in rows)
+        pads = [width - row.layers[0][0].shape[2] for row in rows]
+        cache = DynamicCache(
+            ddp_cache_data=[
+                tuple(
+                    torch.cat(
+                        [
+                            _left_pad(row.layers[layer][part], pad)
+                            for row, pad in zip(rows, pads, strict=True)
+                        ]
+                    )
+                    for part in (0, 1)
+                )
+                for layer in range(len(rows[0].layers))
+            ],
+            config=self.model.config,
         )
-        with autocast_context(self.bf16):
-            generated = self.model.generate(  # type: ignore[operator]
-                input_ids=input_ids.to(device),
-                attention_mask=attention.to(device),
-                max_new_tokens=max_new_tokens,
-                eos_token_id=self.eos_token_id,
-                pad_token_id=self.pad_token_id,
-                use_cache=True,
-                **sampling,
-            )
-        outputs = []
-        for row in generated[:, width:].tolist():
-            if self.eos_token_id in row:
-                row = row[: row.index(self.eos_token_id) + 1]
-            outputs.append(row)
-        return outputs
+        mask = torch.ones((len(rows), width), dtype=torch.long, device=device)
+        for i, pad in enumerate(pads):
+            mask[i, :pad] = 0
+        positions = torch.tensor([[len(row.tokens)] for row in rows], device=device)
+        logits = torch.stack([row.logits for row in rows])
+        outputs: list[list[int]] = [[] for _ in rows]
+        kept: list[tuple[tuple[int, ...], list[LayerKV]]] = [((), []) for _ in rows]
+        active = list(range(len(rows)))  # batch position -> row
+        while True:
+            sampled = _sample(logits, temperature)
+            staying = []
+            for position, row in enumerate(active):
+                token = int(sampled[position])
+                outputs[row].append(token)
+                if token != self.eos_token_id and len(outputs[row]) < rows[row].budget:
+                    staying.append(position)
+                    continue
+                # the cache covers the context and the turn but its last token (never fed)
+                layers = [
+                    (_row_of(k, position, pads[row]), _row_of(v, position, pads[row]))
+                    for k, v in _layers(cache)
+                ]
+                kept[row] = (tuple(rows[row].tokens) + tuple(outputs[row][:-1]), layers)
+            self.stats["sampled_tokens"] += len(active)
+            if not staying:
+                break
+            if len(staying) < len(active):
+                select = torch.tensor(staying, device=device)
+                cache.batch_select_indices(select)
+                mask, positions, sampled = mask[select], positions[select], sampled[select]
+                active = [active[p] for p in staying]
+            mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+            output = self._forward(sampled[:, None].to(device), mask, positions, cache)
+            positions = positions + 1
+            logits = output.logits[:, -1].float()
+        return outputs, kept
+
+    def _forward(
+        self,
+        input_ids: torch.Tensor,
+        mask: torch.Tensor | None,
+        positions: torch.Tensor,
+        cache: DynamicCache,
+    ) -> Any:
+        """One forward pass that appends to ``cache`` in place (recent transformers name
+        the keyword ``cache``, earlier ones ``past_key_values``)."""
+        return self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **{self._cache_keyword: cache},
+        )
+
+    def _device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+def _cache_keyword(model: PreTrainedModel) -> str:
+    parameters = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def _layers(cache: DynamicCache) -> list[LayerKV]:
+    return [(layer.keys, layer.values) for layer in cache.layers]  # type: ignore[union-attr,misc]
+
+
+def _row_of(tensor: torch.Tensor, position: int, pad: int) -> torch.Tensor:
+    """One row of a batch cache without its left padding, as its own compact tensor."""
+    return tensor[position : position + 1, :, pad:].clone()
+
+
+def _left_pad(tensor: torch.Tensor, pad: int) -> torch.Tensor:
+    if pad == 0:
+        return tensor
+    return torch.nn.functional.pad(tensor, (0, 0, pad, 0))
+
+
+def _sample(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    if temperature <= 0:
+        return logits.argmax(dim=-1)
+    probabilities = torch.softmax(logits / temperature, dim=-1)
+    return torch.multinomial(probabilities, 1)[:, 0]
