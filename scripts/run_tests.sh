@@ -51,6 +51,8 @@ fi
 if [ "${CI:-}" = true ]; then
     echo "CI=true: a skip not on CI_ALLOWED_SKIPS (tests/conftest.py) fails this run"
 fi
+# a crash of the interpreter (also at exit, after the summary) prints every thread's stack
+export PYTHONFAULTHANDLER=1
 "$VENV/bin/python" -m pytest "$@"
 status=$?
 if [ "$status" -eq 5 ]; then

@@ -303,6 +303,29 @@ def test_sandboxes_of_a_crashed_process_are_cleaned_up(tmp_path: Path) -> None:
     assert not group.exists()
 
 
+def test_sandboxes_left_open_are_torn_down_when_python_exits() -> None:
+    """A sandbox never closed (kept alive by a global, as a failed test's traceback keeps
+    one) is torn down by the exit handler, before the interpreter finalizes."""
+    skip_unless("bwrap")
+    script = textwrap.dedent(
+        """
+        from agentgym_eppo.environments.os.sandbox_bwrap import BwrapSandbox
+        KEPT = BwrapSandbox()
+        KEPT.run_command("sleep 600 &", 5)
+        print(KEPT._cgroup.paths[0], flush=True)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    assert done.returncode == 0, done.stderr
+    assert not Path(done.stdout.strip()).exists()
+
+
 def test_docker_containers_of_a_dead_owner_are_removed() -> None:
     skip_unless("docker")
     from agentgym_eppo.environments.os import sandbox_docker

@@ -226,6 +226,12 @@ class _LateRemover:
         with self._lock:
             return set(self._pending)
 
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the pending groups to be removed."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
     def _run(self) -> None:
         delay = 0.05
         while True:
@@ -247,6 +253,11 @@ class _LateRemover:
 
 
 _LATE_REMOVER = _LateRemover()
+
+
+def finish_late_removals(timeout: float) -> None:
+    """Give the background remover up to ``timeout`` seconds to finish (at exit)."""
+    _LATE_REMOVER.join(timeout)
 
 
 def _rmdir_when_empty(path: Path, wait_s: float = 2.0) -> bool:

@@ -44,6 +44,7 @@ because the sandbox's uid 0 is the host's.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import hashlib
@@ -56,6 +57,7 @@ import subprocess
 import termios
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -149,6 +151,19 @@ done
 
 _counter = itertools.count()
 _leftovers_lock = threading.Lock()
+_open_sandboxes: weakref.WeakSet[BwrapSandbox] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_sandboxes() -> None:
+    """Tear down what is still open when Python exits, before the interpreter finalizes
+    (a sandbox an exception's traceback kept alive would else close in ``__del__`` while
+    modules and threads are being torn down)."""
+    for sandbox in list(_open_sandboxes):
+        sandbox.close()
+    cgroups.finish_late_removals(timeout=5.0)
+
+
 _leftovers_removed = False
 
 
@@ -207,11 +222,13 @@ class BwrapSandbox(Sandbox):
                 start_new_session=True,
             )
         except OSError as error:
+            self._closed = True  # nothing for close() to do: its descriptors are closed here
             os.close(master)
             os.close(slave)
             self._cgroup.remove()
             raise SandboxError(f"cannot start bubblewrap: {error}") from None
         os.close(slave)
+        _open_sandboxes.add(self)
         self.shell = InteractiveShell(FdStream(master), nonce)
         self._start_timeout = start_timeout
         self._starting: int | None = self._send(["shell"])
