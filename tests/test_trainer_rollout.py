@@ -198,3 +198,19 @@ def test_hf_engine_drops_its_caches_when_the_weights_change(tokenizer):
     before = engine.stats["reused_tokens"]
     assert engine.generate([context], [3], 0.0) == [_plain_greedy(model, tokenizer, context, 3)]
     assert engine.stats["reused_tokens"] == before
+
+
+def test_hf_engine_in_bf16_decodes_with_a_bf16_copy_renewed_when_the_weights_change(tokenizer):
+    torch.set_num_threads(1)
+    model = build_tiny_model(tokenizer, hidden_size=32, layers=1, heads=2, kv_heads=1, seed=4)
+    engine = HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id, bf16=True)
+    first = engine.generate([[5, 6, 7]], [3], temperature=0.0)[0]
+    copy_of_weights = engine._shadow
+    assert copy_of_weights is not None and copy_of_weights.dtype == torch.bfloat16
+    assert next(model.parameters()).dtype == torch.float32  # the trained weights stay fp32
+    engine.generate([[5, 6, 7, *first, 8]], [3], temperature=0.0)
+    assert engine._shadow is copy_of_weights and engine.stats["reused_tokens"] > 0
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(1.5)
+    engine.generate([[5, 6, 7]], [3], temperature=0.0)
+    assert engine._shadow is not copy_of_weights

@@ -15,6 +15,8 @@ row that ends (end-of-turn token or its own token budget) leaves the batch.
 Kept caches are dropped when the weights change (the parameters' in-place version
 counters move on an optimizer step or a ``load_state_dict``), so a cache never mixes
 two policies; they are also dropped at the next call unless a context continues them.
+With ``bf16`` the engine decodes with a bf16 copy of the weights, made once per weights
+version (autocast would cast every weight again at every decoding step).
 
 Example (a tiny random model; the second turn reuses the first turn's cache):
 
@@ -31,6 +33,7 @@ True
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,6 +83,8 @@ class HFGenerateEngine:
         self.stats = {"prefilled_tokens": 0, "reused_tokens": 0, "sampled_tokens": 0}
         self._kept: dict[tuple[int, ...], list[LayerKV]] = {}
         self._kept_lengths: set[int] = set()
+        self._shadow: PreTrainedModel | None = None
+        self._decoder: PreTrainedModel = model
         self._weights_version: tuple[int, ...] = ()
 
     def update_weights(self, model: PreTrainedModel) -> None:
@@ -105,10 +110,11 @@ class HFGenerateEngine:
             (i for i in range(len(contexts)) if max_new_tokens[i] > 0),
             key=lambda i: len(contexts[i]),
         )
+        self._decoder = self._decoding_model()
         was_training = self.model.training
         self.model.eval()
         try:
-            with autocast_context(self.bf16):
+            with autocast_context(self.bf16 and self._decoder is self.model):
                 for start in range(0, len(order), self.batch_size):
                     indices = order[start : start + self.batch_size]
                     rows = self._prefill(
@@ -128,6 +134,19 @@ class HFGenerateEngine:
 
     def _forget(self) -> None:
         self._kept, self._kept_lengths = {}, set()
+        self._shadow = None
+
+    def _decoding_model(self) -> PreTrainedModel:
+        """The module that decodes: with ``bf16``, a bf16 copy of the weights made once per
+        weights version (autocast would cast every weight again at every decoding step;
+        a sharded model has no copy and decodes under autocast); else the model itself."""
+        if not self.bf16 or any(type(p).__name__ == "DTensor" for p in self.model.parameters()):
+            return self.model
+        if self._shadow is None:
+            shadow = copy.deepcopy(self.model)
+            shadow.to(dtype=torch.bfloat16)  # type: ignore[call-arg]
+            self._shadow = shadow.eval()
+        return self._shadow
 
     # ------------------------------------------------------------------ prefill
 
@@ -234,7 +253,7 @@ class HFGenerateEngine:
     ) -> Any:
         """One forward pass that appends to ``cache`` in place (recent transformers name
         the keyword ``cache``, earlier ones ``past_key_values``)."""
-        return self.model(
+        return self._decoder(
             input_ids=input_ids,
             attention_mask=mask,
             position_ids=positions,
