@@ -156,6 +156,7 @@ def test_the_step_plan_covers_every_episode_each_epoch_in_a_seeded_order() -> No
         ("data.repeat={os: 0}", r"data.repeat.os: 0 must be >= 1"),
         ("train.micro_batch_tokens=1024", "train.max_length <= train.micro_batch_tokens"),
         ("prompt=short", "prompt must be one of"),
+        ("bf16=maybe", "bf16 must be auto, true or false"),
         ("train.bogus=1", "unknown config key train.bogus"),
     ],
 )
@@ -185,3 +186,35 @@ def test_the_shipped_config_is_valid() -> None:
     config = load_pretrain_config(Path(__file__).parents[1] / "configs" / "tiny-base.yaml")
     assert isinstance(config, PretrainConfig)
     assert set(config.data.episodes) == {"os", "db", "kg", "alfworld", "webshop"}
+
+
+def test_a_bf16_step_computes_the_fp32_steps_loss_and_gradients_closely() -> None:
+    """bf16 autocast (fp32 master weights): the same loss within bf16's precision, and
+    the weights' gradients stay fp32 and point the same way."""
+    import torch
+
+    from agentgym_eppo.trainer.rollout.chat import Transcript
+    from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
+    from agentgym_eppo.trainer.training.pretrain import step_loss
+
+    tokenizer = build_tokenizer(["ls -la /root", "echo hello world"] * 20, vocab_size=300)
+    generator = torch.Generator().manual_seed(0)
+    transcripts = []
+    for length in (40, 64, 23):
+        ids = torch.randint(3, len(tokenizer), (length,), generator=generator).tolist()
+        transcript = Transcript(ids[:10])
+        transcript.add_generated(ids[10:])
+        transcripts.append(transcript)
+    gradients, losses = [], []
+    for bf16 in (False, True):
+        model = build_tiny_model(tokenizer, hidden_size=64, layers=2, heads=4, kv_heads=2)
+        loss, _, targets = step_loss(
+            model, transcripts, [0, 1, 2], 256, tokenizer.pad_token_id, bf16
+        )
+        weight = model.model.layers[0].mlp.up_proj.weight
+        assert weight.dtype == weight.grad.dtype == torch.float32
+        gradients.append(weight.grad.flatten())
+        losses.append(loss)
+    assert targets == 30 + 54 + 13
+    assert abs(losses[1] - losses[0]) < 0.02 * losses[0]
+    assert torch.nn.functional.cosine_similarity(gradients[0], gradients[1], dim=0) > 0.95

@@ -49,6 +49,7 @@ from transformers import PreTrainedModel
 from ..checkpoint import latest_checkpoint, policy_card, save_checkpoint
 from ..config import _build, read_config_values
 from ..config_fields import help_field as _help
+from ..devices import autocast_context, resolve_bf16
 from ..rollout.chat import PROMPT_STYLES, Transcript, action_text
 from .batching import build_micro_batch, plan_micro_batches
 from .models import architecture, build_tiny_model, build_tokenizer
@@ -142,6 +143,11 @@ class PretrainConfig:
         "compact",
     )
     progress: bool = _help("Show a live progress bar.", True)
+    bf16: bool | str = _help(
+        "bf16 autocast for the matmuls, fp32 master weights: auto (a GPU, or a CPU with "
+        "avx512_bf16/AMX) | true | false.",
+        "auto",
+    )
     data: PretrainData = field(default_factory=PretrainData)
     model: PretrainModel = field(default_factory=PretrainModel)
     train: PretrainTrain = field(default_factory=PretrainTrain)
@@ -164,6 +170,8 @@ class PretrainConfig:
                 )
         if self.prompt not in PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {PROMPT_STYLES}, got {self.prompt!r}")
+        if self.bf16 not in ("auto", True, False):
+            raise ValueError(f"bf16 must be auto, true or false, got {self.bf16!r}")
         t = self.train
         if t.micro_batch_tokens < t.max_length or t.batch_tokens < t.micro_batch_tokens:
             raise ValueError(
@@ -360,20 +368,23 @@ def step_loss(
     batch: Sequence[int],
     micro_batch_tokens: int,
     pad_token_id: int,
+    bf16: bool = False,
 ) -> tuple[float, int, int]:
-    """Forward and backward over one step's episodes; the loss is the token mean over the
-    step's target tokens. Returns (loss, tokens incl. padding, target tokens)."""
+    """Forward and backward over one step's episodes (``bf16``: under bf16 autocast, the
+    loss in fp32); the loss is the token mean over the step's target tokens. Returns
+    (loss, tokens incl. padding, target tokens)."""
     targets = sum(transcripts[i].generated_tokens for i in batch)
     total, padded = 0.0, 0
     weight = model.get_output_embeddings().weight
     for group in plan_micro_batches([len(transcripts[i]) for i in batch], micro_batch_tokens):
         micro = build_micro_batch(transcripts, [batch[k] for k in group], pad_token_id)
         padded += micro.input_ids.numel()
-        hidden = model.get_decoder()(
-            input_ids=micro.input_ids, attention_mask=micro.attention_mask, use_cache=False
-        ).last_hidden_state
-        logits = hidden[micro.rows, micro.positions] @ weight.t()
-        loss = F.cross_entropy(logits, micro.targets, reduction="sum") / targets
+        with autocast_context(bf16):
+            hidden = model.get_decoder()(
+                input_ids=micro.input_ids, attention_mask=micro.attention_mask, use_cache=False
+            ).last_hidden_state
+            logits = hidden[micro.rows, micro.positions] @ weight.t()
+        loss = F.cross_entropy(logits.float(), micro.targets, reduction="sum") / targets
         loss.backward()
         total += float(loss.detach())
     return total, padded, targets
@@ -400,6 +411,7 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
         yaml.safe_dump(dataclasses.asdict(config), sort_keys=False), encoding="utf-8"
     )
     torch.set_num_threads(config.threads)
+    bf16 = resolve_bf16(config.bf16)
     started = time.perf_counter()
     timings: dict[str, float] = _read_json(run_dir / "timings.json")
 
@@ -472,7 +484,10 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
         scheduler.load_state_dict(resume.state["scheduler"])
         first = int(resume.state["step"])
     params = sum(p.numel() for p in model.parameters())
-    console.print(f"model: Qwen2, {params / 1e6:.2f}M parameters, vocabulary {len(tokenizer)}")
+    console.print(
+        f"model: Qwen2, {params / 1e6:.2f}M parameters, vocabulary {len(tokenizer)}, "
+        f"{'bf16 autocast' if bf16 else 'fp32'}"
+    )
     card = policy_card(config.prompt)  # eval and RL read the prompt style from it
     metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
     model.train()
@@ -483,7 +498,7 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
         for step in range(first, t.steps):
             t1 = time.perf_counter()
             loss, padded, targets = step_loss(
-                model, transcripts, plan[step], t.micro_batch_tokens, tokenizer.pad_token_id
+                model, transcripts, plan[step], t.micro_batch_tokens, tokenizer.pad_token_id, bf16
             )
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -545,6 +560,7 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
         "tokens_seen": seen,
         "steps": t.steps,
         "prompt": config.prompt,
+        "precision": "bf16 autocast" if bf16 else "fp32",
         "data_seconds": round(timings.get("data_s", 0.0), 1),
         "train_seconds": round(timings.get("train_s", 0.0), 1),
         "wall_seconds_this_sitting": round(time.perf_counter() - started, 1),
