@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,8 @@ SIZES: dict[str, dict[str, int]] = {
 TIMED = {64: 5, 512: 3}  # timed steps per length, after one warm-up step
 MULTI_TURN = {"size": "10M", "prompt": 600, "turns": 4, "sampled": 64, "observation": 96}
 RSS_STEPS = 300
+PROFILE = {"size": "10M", "length": 512}
+PROFILE_TOP = 12
 PROMPT = "Count the files in /tmp and answer with the number. Use the bash tool."
 CORPUS = [PROMPT, '{"name": "bash_action", "arguments": {"script": "ls /tmp | wc -l"}}'] * 50
 RESULTS = (
@@ -172,11 +175,11 @@ class OurStep:
             task = "os" if k % 2 else "db"  # two tasks, so the pacer has a cohort
             episodes.append(Episode(k, task, f"{task}:0", "0", transcript, reward=_reward(ids)))
         self.steps += 1
-        self.updater.step(episodes, torch.Generator().manual_seed(self.steps))
+        result = self.updater.step(episodes, torch.Generator().manual_seed(self.steps))
         done = time.perf_counter()
         tokens = float(sum(len(o) for o in outputs))
         return {"step": done - started, "rollout": rolled - started, "update": done - rolled,
-                "tokens": tokens}  # fmt: skip
+                "pacer": result.pacer_seconds, "tokens": tokens}  # fmt: skip
 
 
 # ---------------------------------------------------------------------- measurements
@@ -307,18 +310,38 @@ def measure_rss(size: str) -> dict[str, Any]:
     return {"samples": samples}
 
 
-MEASUREMENTS = {"ours": measure_ours, "generate": measure_generate, "trl": measure_trl}
+def measure_profile(size: str, length: int) -> dict[str, Any]:
+    """Where one step's time goes: torch profiler, the operators with the most own CPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    tokenizer = _tokenizer()
+    step = OurStep(tokenizer, _model(tokenizer, size), length)
+    step()
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        timing = step()
+    events = profiler.key_averages()
+    total = sum(event.self_cpu_time_total for event in events)
+    top = sorted(events, key=lambda event: event.self_cpu_time_total, reverse=True)[:PROFILE_TOP]
+    return {
+        "step": timing,
+        "ops": [(event.key, event.count, event.self_cpu_time_total / total) for event in top],
+    }
+
+
+MEASUREMENTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "ours": lambda spec: measure_ours(spec["size"], spec["length"]),
+    "generate": lambda spec: measure_generate(spec["size"], spec["length"]),
+    "trl": lambda spec: measure_trl(spec["size"], spec["length"]),
+    "profile": lambda spec: measure_profile(spec["size"], spec["length"]),
+    "multi_turn": lambda spec: measure_multi_turn(spec["engine"]),
+    "rss": lambda spec: measure_rss(spec["size"]),
+}
 
 
 def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(THREADS)
     torch.manual_seed(0)
-    if spec["side"] == "multi_turn":
-        result = measure_multi_turn(spec["engine"])
-    elif spec["side"] == "rss":
-        result = measure_rss(spec["size"])
-    else:
-        result = MEASUREMENTS[spec["side"]](spec["size"], spec["length"])
+    result = MEASUREMENTS[spec["side"]](spec)
     result["peak_rss_mb"] = _status_mb("VmHWM")
     return result
 
@@ -407,8 +430,10 @@ def main() -> None:
         side: in_subprocess({"side": "multi_turn", "engine": side}) for side in ("ours", "generate")
     }
     rss = in_subprocess({"side": "rss", "size": "10M"})["samples"]
+    profiled = in_subprocess({"side": "profile", **PROFILE})
     load_after = os.getloadavg()
     lines = report(peaks, bandwidth, prompt, rows, multi, rss, load_before, load_after)
+    lines += profile_report(profiled)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
@@ -449,6 +474,15 @@ def report(peaks, bandwidth, prompt, rows, multi, rss, load_before, load_after) 
             f"| {gen['rollout_tokens_per_s']:.0f} | {ours['rollout_tokens_per_s'] / gen['rollout_tokens_per_s']:.2f} "
             f"| {ours['update']:.2f} | {100 * share:.0f}% | {ours['peak_rss_mb']:.0f} / {trl['peak_rss_mb']:.0f} |"
         )
+    pacer = [(r["ours"]["pacer"], r["ours"]["update"]) for *_, r in rows]
+    lines += [
+        "",
+        "The EPPO pacer (its statistics and the per-task clip range, once per update) took "
+        + ", ".join(
+            f"{seconds * 1e6:.0f} us ({100 * seconds / update:.3f}%)" for seconds, update in pacer
+        )
+        + " of the update in the rows above.",
+    ]
     lines += [
         "",
         "Decoding against memory bandwidth (weights read once per batched step, shared by the "
@@ -490,6 +524,24 @@ def report(peaks, bandwidth, prompt, rows, multi, rss, load_before, load_after) 
         "Run: `python -m benchmarks.run trainer` (about 15 minutes on 2 cores; "
         "`BENCH_PRECISION=fp32` for fp32 on both sides: "
         "[trainer-fp32.md](trainer-fp32.md)).",
+    ]
+    return lines
+
+
+def profile_report(profiled: dict[str, Any]) -> list[str]:
+    step = profiled["step"]
+    lines = [
+        "",
+        f"Where our step's time goes at {PROFILE['size']}, {PROFILE['length']}-token completions "
+        f"(torch profiler over one step after a warm-up: rollout {step['rollout']:.2f} s, update "
+        f"{step['update']:.2f} s under the profiler); the {PROFILE_TOP} operators with the most "
+        "own CPU time, as shares of all operators' own time:",
+        "",
+        "| operator | calls | share |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| `{name}` | {calls} | {100 * share:.1f}% |" for name, calls, share in profiled["ops"]
     ]
     return lines
 
