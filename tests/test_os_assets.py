@@ -124,9 +124,10 @@ def solve(split: str, indices: range, warmup: int = 0) -> list[tuple[str, bool, 
             first = _attempt(env, index, warmup)
             if first is None:
                 continue
-            # A task that fails once and then passes is a flaky start or a race, not an
-            # unsolvable task: since issue 18's sandbox rework about one episode in several
-            # hundred fails so (open: see the closing note). Counted, bounded, retried once.
+            # A task that fails once and then passes is a race, not an unsolvable task:
+            # since issue 18's sandbox rework about one episode in several hundred failed
+            # so (a sandbox that fails to start is now set up again by OSEnv itself; a
+            # failure after the start is not). Counted, bounded, retried once.
             RETRIED.append((index, first))
             again = _attempt(env, index, warmup)
             if again is not None:

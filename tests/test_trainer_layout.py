@@ -88,3 +88,10 @@ def test_an_unknown_advantage_estimator_is_refused_not_silently_rloo():
         UnknownNameError, match=r"unknown advantage estimator 'gae'; known: grpo, rloo"
     ):
         UpdateSettings(advantage="gae")
+
+
+def test_a_bf16_setting_other_than_auto_true_false_is_refused_when_loaded():
+    from agentgym_eppo.trainer.config import load_config
+
+    with pytest.raises(ValueError, match="bf16 must be auto, true or false, got 'maybe'"):
+        load_config(None, ["bf16=maybe"])

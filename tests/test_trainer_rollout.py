@@ -214,3 +214,18 @@ def test_hf_engine_in_bf16_decodes_with_a_bf16_copy_renewed_when_the_weights_cha
         model.model.embed_tokens.weight.mul_(1.5)
     engine.generate([[5, 6, 7]], [3], temperature=0.0)
     assert engine._shadow is not copy_of_weights
+
+
+def test_hf_engine_degenerate_requests(tokenizer):
+    """An empty context is refused, a zero budget gives an empty turn (and no decoding),
+    mismatched lengths are refused, and a one-token context decodes."""
+    torch.set_num_threads(1)
+    model = build_tiny_model(tokenizer, hidden_size=32, layers=1, heads=2, kv_heads=1, seed=4)
+    engine = HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    with pytest.raises(ValueError, match="at least one token"):
+        engine.generate([[5], []], [2, 2], 0.0)
+    with pytest.raises(ValueError, match="one max_new_tokens per context"):
+        engine.generate([[5]], [2, 2], 0.0)
+    outputs = engine.generate([[5, 6], [7]], [0, 3], 0.0)
+    assert outputs[0] == [] and 1 <= len(outputs[1]) <= 3
+    assert engine.stats["prefilled_tokens"] == 1  # the zero-budget context was not run

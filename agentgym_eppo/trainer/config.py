@@ -37,6 +37,7 @@ from agentgym_eppo.trainer.algorithms.clip_policies import (
     make_pacer,
 )
 from agentgym_eppo.trainer.analysis.run_dir import EVAL_STAGES
+from agentgym_eppo.trainer.devices import check_bf16
 from agentgym_eppo.trainer.distributed.config import EngineConfig, RayConfig, ScaleConfig
 
 from .config_fields import help_field as _help
@@ -317,8 +318,7 @@ class TrainConfig:
             raise ValueError(
                 f"rollout.temperature must be > 0 (RL samples), got {self.rollout.temperature}"
             )
-        if self.bf16 not in ("auto", True, False):
-            raise ValueError(f"bf16 must be auto, true or false, got {self.bf16!r}")
+        check_bf16(self.bf16)
         if not self.tasks:
             raise ValueError("tasks must name at least one task")
         for task_id, slots in self.tasks.items():

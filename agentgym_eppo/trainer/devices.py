@@ -15,6 +15,15 @@ def resolve_device(setting: str) -> torch.device:
     return torch.device(setting)
 
 
+BF16_SETTINGS = ("auto", True, False)
+
+
+def check_bf16(setting: object) -> None:
+    """Refuse a ``bf16`` config value other than ``auto``, ``true`` or ``false``."""
+    if setting not in BF16_SETTINGS:
+        raise ValueError(f"bf16 must be auto, true or false, got {setting!r}")
+
+
 def resolve_bf16(setting: bool | str) -> bool:
     """``auto``: on a GPU, or on a CPU with native bf16 (avx512_bf16 / AMX)."""
     if isinstance(setting, bool):

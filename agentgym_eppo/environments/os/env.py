@@ -157,15 +157,12 @@ class OSEnv(AgentBenchEnv[OSTask]):
                 self._sandbox.check_alive()
                 self._prepare(record, self._sandbox)
                 break
-            except SandboxError as error:
+            except BaseException as error:
                 self._close_sandbox()
-                if attempt + 1 == START_ATTEMPTS:
+                if not isinstance(error, SandboxError) or attempt + 1 == START_ATTEMPTS:
                     raise
                 self.start_retries += 1
                 logger.warning("%s: starting again in a new sandbox: %s", record.sample_id, error)
-            except BaseException:
-                self._close_sandbox()
-                raise
         return (
             "Now, I will start a new problem in a new OS. My problem is:\n\n" + record.description
         )

@@ -84,7 +84,6 @@ class HFGenerateEngine:
         self._kept: dict[tuple[int, ...], list[LayerKV]] = {}
         self._kept_lengths: set[int] = set()
         self._shadow: PreTrainedModel | None = None
-        self._decoder: PreTrainedModel = model
         self._weights_version: tuple[int, ...] = ()
 
     def update_weights(self, model: PreTrainedModel) -> None:
@@ -110,11 +109,11 @@ class HFGenerateEngine:
             (i for i in range(len(contexts)) if max_new_tokens[i] > 0),
             key=lambda i: len(contexts[i]),
         )
-        self._decoder = self._decoding_model()
+        self._make_shadow()
         was_training = self.model.training
         self.model.eval()
         try:
-            with autocast_context(self.bf16 and self._decoder is self.model):
+            with autocast_context(self.bf16 and self._shadow is None):
                 for start in range(0, len(order), self.batch_size):
                     indices = order[start : start + self.batch_size]
                     rows = self._prefill(
@@ -136,17 +135,17 @@ class HFGenerateEngine:
         self._kept, self._kept_lengths = {}, set()
         self._shadow = None
 
-    def _decoding_model(self) -> PreTrainedModel:
-        """The module that decodes: with ``bf16``, a bf16 copy of the weights made once per
-        weights version (autocast would cast every weight again at every decoding step;
-        a sharded model has no copy and decodes under autocast); else the model itself."""
-        if not self.bf16 or any(type(p).__name__ == "DTensor" for p in self.model.parameters()):
-            return self.model
-        if self._shadow is None:
-            shadow = copy.deepcopy(self.model)
-            shadow.to(dtype=torch.bfloat16)  # type: ignore[call-arg]
-            self._shadow = shadow.eval()
-        return self._shadow
+    def _make_shadow(self) -> None:
+        """With ``bf16``, the bf16 copy of the weights that decodes, made once per weights
+        version (autocast would cast every weight again at every decoding step); a
+        sharded model gets no copy and decodes under autocast."""
+        if self._shadow is not None or not self.bf16:
+            return
+        if any(type(p).__name__ == "DTensor" for p in self.model.parameters()):
+            return
+        shadow = copy.deepcopy(self.model)
+        shadow.to(dtype=torch.bfloat16)  # type: ignore[call-arg]
+        self._shadow = shadow.eval()
 
     # ------------------------------------------------------------------ prefill
 
@@ -253,7 +252,8 @@ class HFGenerateEngine:
     ) -> Any:
         """One forward pass that appends to ``cache`` in place (recent transformers name
         the keyword ``cache``, earlier ones ``past_key_values``)."""
-        return self._decoder(
+        decoder = self._shadow if self._shadow is not None else self.model
+        return decoder(
             input_ids=input_ids,
             attention_mask=mask,
             position_ids=positions,

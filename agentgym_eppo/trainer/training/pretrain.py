@@ -49,7 +49,7 @@ from transformers import PreTrainedModel
 from ..checkpoint import latest_checkpoint, policy_card, save_checkpoint
 from ..config import _build, read_config_values
 from ..config_fields import help_field as _help
-from ..devices import autocast_context, resolve_bf16
+from ..devices import autocast_context, check_bf16, resolve_bf16
 from ..rollout.chat import PROMPT_STYLES, Transcript, action_text
 from .batching import build_micro_batch, plan_micro_batches
 from .models import architecture, build_tiny_model, build_tokenizer
@@ -170,8 +170,7 @@ class PretrainConfig:
                 )
         if self.prompt not in PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {PROMPT_STYLES}, got {self.prompt!r}")
-        if self.bf16 not in ("auto", True, False):
-            raise ValueError(f"bf16 must be auto, true or false, got {self.bf16!r}")
+        check_bf16(self.bf16)
         t = self.train
         if t.micro_batch_tokens < t.max_length or t.batch_tokens < t.micro_batch_tokens:
             raise ValueError(
