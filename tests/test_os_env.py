@@ -236,7 +236,7 @@ def test_each_episode_gets_a_fresh_machine_and_the_old_one_is_torn_down(make_env
 def test_init_failure_and_missing_scripts_are_clear_errors(make_env: Any) -> None:
     env = make_env([{**MATCH_TASK, "create": {"init": "echo oops; exit 3"}}])
     with pytest.raises(
-        SandboxError, match=r"init script failed with exit code 3 after [0-9.]+ s: oops"
+        SandboxError, match=r"init script failed with exit code 3 after [0-9.]+ s( \(.*\))?: oops"
     ):
         env.reset(options={"index": 0})
     env = make_env([{**MATCH_TASK, "create": {"init": {"file": "init/x.sh"}}}])

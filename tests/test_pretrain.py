@@ -127,6 +127,42 @@ def test_a_run_killed_mid_training_resumes_to_the_same_weights(tmp_path: Path) -
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_continued_run_starts_from_the_models_weights_and_tokenizer(tmp_path: Path) -> None:
+    """init_from: the first step's loss is the trained model's (not a fresh model's), the
+    tokenizer is the model's own, and the summary adds the tokens the model had seen."""
+    first = tiny_config(tmp_path / "first", {"db": 16}, steps=12)
+    subprocess.run(
+        [*CLI, "pretrain", "--config", str(first)], check=True, timeout=900, capture_output=True
+    )
+    config = yaml.safe_load(tiny_config(tmp_path / "next", {"db": 16}, steps=2, seed=7).read_text())
+    config["init_from"] = str(tmp_path / "first" / "model")
+    config["model"] = {"vocab_size": 300, "hidden_size": 16}  # not used: the model is loaded
+    path = tmp_path / "next.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    done = subprocess.run(
+        [*CLI, "pretrain", "--config", str(path)], capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "continuing the pretraining of" in done.stdout
+    losses = {
+        run: [json.loads(line)["loss"] for line in (tmp_path / run / "metrics.jsonl").open()]
+        for run in ("first", "next")
+    }
+    start, end, resumed = losses["first"][0], losses["first"][-1], losses["next"][0]
+    assert end < start - 0.3  # the first run learned something
+    assert abs(resumed - end) < abs(resumed - start), losses  # and the next run starts there
+    from transformers import AutoTokenizer
+
+    old, new = (
+        AutoTokenizer.from_pretrained(tmp_path / run / "model") for run in ("first", "next")
+    )
+    assert new.get_vocab() == old.get_vocab() and new.chat_template == old.chat_template
+    before = json.loads((tmp_path / "first" / "model" / "pretrain.json").read_text())
+    after = json.loads((tmp_path / "next" / "model" / "pretrain.json").read_text())
+    assert after["tokens_seen_total"] == before["tokens_seen"] + after["tokens_seen"]
+    assert after["init_from"] == config["init_from"]
+
+
 def test_load_episodes_keeps_an_instance_drawn_twice_once(tmp_path: Path) -> None:
     import gzip
 
@@ -182,8 +218,9 @@ def test_a_config_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
         load_pretrain_config(path)
 
 
-def test_the_shipped_config_is_valid() -> None:
-    config = load_pretrain_config(Path(__file__).parents[1] / "configs" / "tiny-base.yaml")
+@pytest.mark.parametrize("name", ["tiny-base.yaml", "tiny-base-continued.yaml"])
+def test_the_shipped_configs_are_valid(name: str) -> None:
+    config = load_pretrain_config(Path(__file__).parents[1] / "configs" / name)
     assert isinstance(config, PretrainConfig)
     assert set(config.data.episodes) == {"os", "db", "kg", "alfworld", "webshop"}
 

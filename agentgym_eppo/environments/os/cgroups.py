@@ -71,6 +71,15 @@ def available() -> bool:
     return "pids" in parents and os.access(parents["pids"], os.W_OK)
 
 
+EVENT_FILES = {
+    "memory.events": {"oom_kill": "oom_kill", "max": "memory_max"},  # v2
+    "memory.oom_control": {"oom_kill": "oom_kill"},  # v1
+    "memory.failcnt": {"failcnt": "memory_max"},  # v1
+    "pids.events": {"max": "pids_max"},  # both
+}
+"""Files of a group that count limit events, and the names :meth:`EpisodeCgroup.events` gives them."""
+
+
 class EpisodeCgroup:
     """The cgroup(s) of one sandbox: create, join (by the launcher), kill, remove."""
 
@@ -126,6 +135,23 @@ class EpisodeCgroup:
                 found.update(int(p) for p in (path / "cgroup.procs").read_text().split())
             except OSError:
                 continue
+        return found
+
+    def events(self) -> dict[str, int]:
+        """The kernel's counts of limit events in the group: ``oom_kill`` (processes the
+        memory limit killed), ``memory_max`` (times it was reached), ``pids_max`` (forks
+        the pids limit refused), from cgroup v2's or v1's files; zeros where none is kept."""
+        found = {"oom_kill": 0, "memory_max": 0, "pids_max": 0}
+        for path in self.paths:
+            for file, names in EVENT_FILES.items():
+                with contextlib.suppress(OSError, ValueError):
+                    text = (path / file).read_text()
+                    if file == "memory.failcnt":  # v1: a bare count
+                        text = f"failcnt {text}"
+                    for line in text.splitlines():
+                        key, _, value = line.partition(" ")
+                        if key in names:
+                            found[names[key]] += int(value)
         return found
 
     def kill(self) -> None:

@@ -174,10 +174,11 @@ class OSEnv(AgentBenchEnv[OSTask]):
             started = time.monotonic()
             result = sandbox.run_script(script.language, script.code, timeout=self.script_timeout)
             if result.exit_code != 0:
+                state = sandbox.state()
                 raise SandboxError(
                     f"{record.sample_id}: init script failed with exit code "
-                    f"{result.exit_code} after {time.monotonic() - started:.1f} s: "
-                    f"{result.output[-400:]}"
+                    f"{result.exit_code} after {time.monotonic() - started:.1f} s"
+                    f"{f' ({state})' if state else ''}: {result.output[-400:]}"
                 )
         if record.start is not None:
             assert not isinstance(record.start, MissingScript)

@@ -143,6 +143,11 @@ class Sandbox(abc.ABC):
         """Raise :class:`SandboxError` if the sandbox is known to be dead (a cheap look,
         no command: a sandbox kept in reserve may have died while it waited)."""
 
+    def state(self) -> str:
+        """What the backend can tell of the sandbox's state, for an error message about it
+        (empty where it can tell nothing)."""
+        return ""
+
     def run_process(self, argv: Sequence[str], timeout: float) -> ProcessResult:
         """Run ``argv`` as an independent process in ``/root`` (stdin empty), with every
         process of the agent stopped meanwhile.

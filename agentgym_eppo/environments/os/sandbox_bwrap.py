@@ -403,7 +403,7 @@ class BwrapSandbox(Sandbox):
                 self._holder = self._find_holder(self._start_timeout)
             self.shell.setup(self._start_timeout, stty=False)
         except (SandboxError, ShellClosed) as error:
-            state = self._state()
+            state = self.state()
             self.close()
             raise SandboxError(f"the sandbox's shell did not start: {error} ({state})") from None
 
@@ -411,15 +411,19 @@ class BwrapSandbox(Sandbox):
         if self._closed or self._process.poll() is not None:
             raise SandboxError("the sandbox died (its control loop is gone)")
         if not self._holder <= self._cgroup.pids():
-            raise SandboxError(f"the sandbox died ({self._state()})")
+            raise SandboxError(f"the sandbox died ({self.state()})")
 
-    def _state(self) -> str:
-        """What is left of the sandbox, for an error message about it."""
+    def state(self) -> str:
+        """What is left of the sandbox, and the kernel's limit events of its cgroup."""
         code = self._process.poll()
         launcher = "running" if code is None else f"exited with {code}"
         pids = self._cgroup.pids()
         holder = "unknown" if not self._holder else f"{len(self._holder & pids)} of 2 alive"
-        return f"control loop {launcher}, {len(pids)} processes in its cgroup, holder {holder}"
+        events = self._cgroup.events()
+        return (
+            f"control loop {launcher}, {len(pids)} processes in its cgroup, holder {holder}"
+            + "".join(f", {name} {count}" for name, count in events.items() if count)
+        )
 
     # ------------------------------------------------------------------ Sandbox API
 

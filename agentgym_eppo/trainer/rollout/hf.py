@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
+from transformers.cache_utils import DynamicLayer
 
 from agentgym_eppo.trainer.devices import autocast_context
 
@@ -191,24 +192,16 @@ class HFGenerateEngine:
         device = self._device()
         width = max(row.layers[0][0].shape[2] for row in rows)
         pads = [width - row.layers[0][0].shape[2] for row in rows]
-        cache = DynamicCache(
-            ddp_cache_data=[
-                tuple(
-                    torch.cat(
-                        [
-                            _left_pad(row.layers[layer][part], pad)
-                            for row, pad in zip(rows, pads, strict=True)
-                        ]
-                    )
-                    for part in (0, 1)
-                )
-                for layer in range(len(rows[0].layers))
-            ],
-            config=self.model.config,
-        )
-        mask = torch.ones((len(rows), width), dtype=torch.long, device=device)
+        capacity = width + max(row.budget for row in rows)
+        cache = DynamicCache(config=self.model.config)
+        cache.layers = [
+            _TurnLayer([row.layers[layer] for row in rows], pads, capacity)
+            for layer in range(len(rows[0].layers))
+        ]
+        masks = torch.ones((len(rows), capacity), dtype=torch.long, device=device)
         for i, pad in enumerate(pads):
-            mask[i, :pad] = 0
+            masks[i, :pad] = 0
+        length = width  # tokens the cache covers, padding included
         positions = torch.tensor([[len(row.tokens)] for row in rows], device=device)
         logits = torch.stack([row.logits for row in rows])
         outputs: list[list[int]] = [[] for _ in rows]
@@ -235,10 +228,10 @@ class HFGenerateEngine:
             if len(staying) < len(active):
                 select = torch.tensor(staying, device=device)
                 cache.batch_select_indices(select)
-                mask, positions, sampled = mask[select], positions[select], sampled[select]
+                masks, positions, sampled = masks[select], positions[select], sampled[select]
                 active = [active[p] for p in staying]
-            mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
-            output = self._forward(sampled[:, None].to(device), mask, positions, cache)
+            length += 1
+            output = self._forward(sampled[:, None].to(device), masks[:, :length], positions, cache)
             positions = positions + 1
             logits = output.logits[:, -1].float()
         return outputs, kept
@@ -266,6 +259,44 @@ class HFGenerateEngine:
         return next(self.model.parameters()).device
 
 
+class _TurnLayer(DynamicLayer):
+    """One layer's cache of a decoding batch, in buffers allocated once per turn for the
+    longest row's context and budget: each step writes its keys and values in place
+    instead of concatenating the whole cache again (``DynamicLayer``'s way, whose copies
+    grew with the context at every step). ``keys``/``values`` are views of the filled part.
+    """
+
+    def __init__(self, rows: list[LayerKV], pads: list[int], capacity: int) -> None:
+        super().__init__()
+        first = rows[0][0]
+        shape = (len(rows), first.shape[1], capacity, first.shape[3])
+        self._buffers = [first.new_empty(shape), first.new_empty(shape)]
+        for i, (row, pad) in enumerate(zip(rows, pads, strict=True)):
+            for buffer, part in zip(self._buffers, row, strict=True):
+                buffer[i, :, :pad] = 0  # masked, but never garbage (0 x NaN is NaN)
+                buffer[i, :, pad : pad + part.shape[2]] = part[0]
+        self.length = pads[0] + rows[0][0].shape[2]
+        self.device, self.is_initialized = first.device, True
+        self._view()
+
+    def _view(self) -> None:
+        self.keys, self.values = (b[:, :, : self.length] for b in self._buffers)
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        end = self.length + key_states.shape[2]
+        self._buffers[0][:, :, self.length : end] = key_states
+        self._buffers[1][:, :, self.length : end] = value_states
+        self.length = end
+        self._view()
+        return self.keys, self.values  # type: ignore[return-value]
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self._buffers = [b[indices] for b in self._buffers]
+        self._view()
+
+
 def _cache_keyword(model: PreTrainedModel) -> str:
     parameters = inspect.signature(model.forward).parameters
     return "cache" if "cache" in parameters else "past_key_values"
@@ -278,12 +309,6 @@ def _layers(cache: DynamicCache) -> list[LayerKV]:
 def _row_of(tensor: torch.Tensor, position: int, pad: int) -> torch.Tensor:
     """One row of a batch cache without its left padding, as its own compact tensor."""
     return tensor[position : position + 1, :, pad:].clone()
-
-
-def _left_pad(tensor: torch.Tensor, pad: int) -> torch.Tensor:
-    if pad == 0:
-        return tensor
-    return torch.nn.functional.pad(tensor, (0, 0, pad, 0))
 
 
 def _sample(logits: torch.Tensor, temperature: float) -> torch.Tensor:

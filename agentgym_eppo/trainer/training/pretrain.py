@@ -52,7 +52,7 @@ from ..config_fields import help_field as _help
 from ..devices import autocast_context, check_bf16, resolve_bf16
 from ..rollout.chat import PROMPT_STYLES, Transcript, action_text
 from .batching import build_micro_batch, plan_micro_batches
-from .models import architecture, build_tiny_model, build_tokenizer
+from .models import architecture, build_tiny_model, build_tokenizer, load_policy, resolve_model_path
 from .sft import ExpertEpisode, corpus, expert_transcript, sft_lr_factor
 
 TASKS = ("os", "db", "kg", "alfworld", "webshop")
@@ -143,6 +143,12 @@ class PretrainConfig:
         "compact",
     )
     progress: bool = _help("Show a live progress bar.", True)
+    init_from: str | None = _help(
+        "Continue pretraining a saved model (a folder or a shipped name such as "
+        "agentgym-tiny): its weights and tokenizer start the run and the model section is "
+        "not used; none (default) builds a new tokenizer and model from the data.",
+        None,
+    )
     bf16: bool | str = _help(
         "bf16 autocast for the matmuls, fp32 master weights: auto (a GPU, or a CPU with "
         "avx512_bf16/AMX) | true | false.",
@@ -180,7 +186,7 @@ class PretrainConfig:
             raise ValueError(
                 "train.warmup_fraction must be in [0, 1), train.final_lr_fraction in [0, 1]"
             )
-        if self.model.max_position_embeddings < t.max_length:
+        if self.init_from is None and self.model.max_position_embeddings < t.max_length:
             raise ValueError("model.max_position_embeddings must cover train.max_length")
         if min([self.data.shard_size, self.data.workers, t.steps, t.save_every]) < 1:
             raise ValueError(
@@ -445,6 +451,14 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
             resume.directory, dtype=torch.float32
         )
         console.print(f"resuming after step {resume.state['step']}")
+    elif config.init_from is not None:
+        model, tokenizer = load_policy(config.init_from)
+        if model.config.max_position_embeddings < config.train.max_length:
+            raise ValueError(
+                f"init_from {config.init_from}: its context ({model.config.max_position_embeddings}"
+                f" positions) is shorter than train.max_length ({config.train.max_length})"
+            )
+        console.print(f"continuing the pretraining of {config.init_from}")
     else:
         by_task: dict[str, list[ExpertEpisode]] = {}
         for episode in episodes:
@@ -551,12 +565,21 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
     out = run_dir / "model"
     _set_generation_defaults(model, tokenizer)
     save_checkpoint(out, model, tokenizer, card=card)
+    earlier = (
+        _read_json(Path(resolve_model_path(config.init_from), "pretrain.json"))
+        if config.init_from
+        else {}
+    )
     summary = {
         "parameters": params,
         "vocabulary": len(tokenizer),
         "episodes": counts,
         "tokens_per_epoch": sum(map(len, transcripts)),
         "tokens_seen": seen,
+        # a continued run: what the model had seen before it (its own pretrain.json)
+        "tokens_seen_total": seen
+        + int(earlier.get("tokens_seen_total", earlier.get("tokens_seen", 0))),
+        "init_from": config.init_from,
         "steps": t.steps,
         "prompt": config.prompt,
         "precision": "bf16 autocast" if bf16 else "fp32",
