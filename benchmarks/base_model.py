@@ -1,6 +1,7 @@
 """The shipped base model, measured: pretraining speed, loss, and dev success on the protocol.
 
     python -m benchmarks.base_model RUN_DIR [--agentbench-data DIR] [--curve-scale 0.25]
+    python -m benchmarks.base_model --copying MODEL [MODEL ...]
 
 ``RUN_DIR`` is the run folder of ``agentgym-eppo pretrain --config configs/tiny-base.yaml``.
 Writes ``benchmarks/results/base-model.md`` (with its plots beside it) and the score
@@ -14,6 +15,10 @@ table are scored the same way. The learning curve scores the pretraining snapsho
 the same instances, scaled down by ``--curve-scale`` (stated in the results).
 AgentBench's own dev files are scored where they run offline: OS and DB (KG needs
 Freebase and ALFWorld the original game files, neither of which is here).
+
+``--copying`` only prints the copying table (teacher-forced accuracy on the names the
+expert copies from the question, 40 dev episodes per task) of the models named: shipped
+names or folders, e.g. a model before and after a continued pretraining.
 """
 
 from __future__ import annotations
@@ -135,6 +140,24 @@ def copy_accuracy(model_dir: Path | str, episodes: dict[str, list[Any]]) -> dict
     return result
 
 
+def copying_table(models: list[str]) -> list[str]:
+    """The copying table of ``models`` on the same dev episodes."""
+    dev_episodes = {task: expert_dev_episodes(task, 40) for task in COPY_TASKS}
+    lines = _copy_header("model")
+    for model in models:
+        lines.append(f"| {model} | {_copy_cells(copy_accuracy(model, dev_episodes))} |")
+    return lines
+
+
+def _copy_header(first: str) -> list[str]:
+    columns = " | ".join(f"{t} copied | {t} other" for t in COPY_TASKS)
+    return [f"| {first} | {columns} |", f"|---|{'---|---|' * len(COPY_TASKS)}"]
+
+
+def _copy_cells(acc: dict[str, dict]) -> str:
+    return " | ".join(f"{acc[t]['copied']:.3f} | {acc[t]['other']:.3f}" for t in COPY_TASKS)
+
+
 def _row(result: dict, tasks: list[str]) -> str:
     cells = []
     for task in tasks:
@@ -183,12 +206,18 @@ def _plots(metrics: list[dict], curve: list[tuple[int, dict]], folder: Path) -> 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("run_dir", type=Path, nargs="?")
+    parser.add_argument("--copying", nargs="+", metavar="MODEL", default=None)
     parser.add_argument("--agentbench-data", type=Path, default=None)
     parser.add_argument("--curve-scale", type=float, default=0.25)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.copying:
+        print("\n".join(copying_table(args.copying)))
+        return
+    if args.run_dir is None:
+        parser.error("give RUN_DIR, or --copying MODEL ...")
     run: Path = args.run_dir
     protocol = load_config(PROTOCOL)
     summary = json.loads((run / "model" / "pretrain.json").read_text())
@@ -296,14 +325,8 @@ def main(argv: list[str] | None = None) -> None:
         "task: tokens that occur in the task text (the names to copy: paths, tables, "
         "entities) against all others.",
         "",
-        f"| tokens seen (M) | {' | '.join(f'{t} copied | {t} other' for t in COPY_TASKS)} |",
-        f"|---|{'---|---|' * len(COPY_TASKS)}",
-        *(
-            f"| {tokens / 1e6:.1f} | "
-            + " | ".join(f"{acc[t]['copied']:.3f} | {acc[t]['other']:.3f}" for t in COPY_TASKS)
-            + " |"
-            for tokens, acc in copying
-        ),
+        *_copy_header("tokens seen (M)"),
+        *(f"| {tokens / 1e6:.1f} | {_copy_cells(acc)} |" for tokens, acc in copying),
         "",
     ]
     if agentbench:
