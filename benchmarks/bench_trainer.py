@@ -272,11 +272,11 @@ def measure_trl(size: str, length: int) -> dict[str, float]:
             "tokens": statistics.median(lengths[1:]) * GROUP if lengths else float("nan")}  # fmt: skip
 
 
-def measure_multi_turn(side: str) -> dict[str, float]:
-    """8 episodes x 4 turns: sampled tokens/s over the whole rollout."""
-    spec = MULTI_TURN
+def _engine_and_tokens(side: str, size: str):  # type: ignore[no-untyped-def]
+    """Ours or plain ``generate`` on a fresh model of ``size``, and a seeded source of
+    random token ids (never the special ones)."""
     tokenizer = _tokenizer()
-    model = _model(tokenizer, str(spec["size"]))
+    model = _model(tokenizer, size)
     engine = NoEndEngine(model, tokenizer) if side == "ours" else PlainGenerate(model, tokenizer)
     generator = torch.Generator().manual_seed(0)
     vocabulary = len(tokenizer) - 2
@@ -284,6 +284,13 @@ def measure_multi_turn(side: str) -> dict[str, float]:
     def tokens(n: int) -> list[int]:
         return (torch.randint(3, vocabulary, (n,), generator=generator)).tolist()
 
+    return engine, tokens
+
+
+def measure_multi_turn(side: str) -> dict[str, float]:
+    """8 episodes x 4 turns: sampled tokens/s over the whole rollout."""
+    spec = MULTI_TURN
+    engine, tokens = _engine_and_tokens(side, str(spec["size"]))
     prompt = tokens(int(spec["prompt"]))
     seconds = []
     for _ in range(2):  # a warm-up rollout, then the timed one
@@ -304,17 +311,10 @@ def measure_long_context(side: str) -> dict[str, float]:
     """8 different contexts of 2,000 tokens (an agent's late turn), 128 tokens sampled each:
     decoding whose every step reads a long KV cache."""
     spec = LONG_CONTEXT
-    tokenizer = _tokenizer()
-    model = _model(tokenizer, str(spec["size"]))
-    engine = NoEndEngine(model, tokenizer) if side == "ours" else PlainGenerate(model, tokenizer)
-    generator = torch.Generator().manual_seed(0)
-    vocabulary = len(tokenizer) - 2
+    engine, tokens = _engine_and_tokens(side, str(spec["size"]))
     seconds = []
     for _ in range(3):  # a warm-up, then two timed calls
-        contexts = [
-            torch.randint(3, vocabulary, (int(spec["context"]),), generator=generator).tolist()
-            for _ in range(GROUP)
-        ]
+        contexts = [tokens(int(spec["context"])) for _ in range(GROUP)]
         started = time.perf_counter()
         engine.generate(contexts, [int(spec["sampled"])] * GROUP, 1.0)
         seconds.append(time.perf_counter() - started)
