@@ -74,10 +74,11 @@ def available() -> bool:
 EVENT_FILES = {
     "memory.events": {"oom_kill": "oom_kill", "max": "memory_max"},  # v2
     "memory.oom_control": {"oom_kill": "oom_kill"},  # v1
-    "memory.failcnt": {"failcnt": "memory_max"},  # v1
+    "memory.failcnt": {"": "memory_max"},  # v1: a bare count
     "pids.events": {"max": "pids_max"},  # both
 }
-"""Files of a group that count limit events, and the names :meth:`EpisodeCgroup.events` gives them."""
+"""Files of a group that count limit events (lines ``key count``, or a bare count: key
+``""``), and the names :meth:`EpisodeCgroup.events` gives them."""
 
 
 class EpisodeCgroup:
@@ -145,11 +146,8 @@ class EpisodeCgroup:
         for path in self.paths:
             for file, names in EVENT_FILES.items():
                 with contextlib.suppress(OSError, ValueError):
-                    text = (path / file).read_text()
-                    if file == "memory.failcnt":  # v1: a bare count
-                        text = f"failcnt {text}"
-                    for line in text.splitlines():
-                        key, _, value = line.partition(" ")
+                    for line in (path / file).read_text().splitlines():
+                        key, _, value = line.rpartition(" ")
                         if key in names:
                             found[names[key]] += int(value)
         return found

@@ -201,7 +201,6 @@ class HFGenerateEngine:
         masks = torch.ones((len(rows), capacity), dtype=torch.long, device=device)
         for i, pad in enumerate(pads):
             masks[i, :pad] = 0
-        length = width  # tokens the cache covers, padding included
         positions = torch.tensor([[len(row.tokens)] for row in rows], device=device)
         logits = torch.stack([row.logits for row in rows])
         outputs: list[list[int]] = [[] for _ in rows]
@@ -230,8 +229,10 @@ class HFGenerateEngine:
                 cache.batch_select_indices(select)
                 masks, positions, sampled = masks[select], positions[select], sampled[select]
                 active = [active[p] for p in staying]
-            length += 1
-            output = self._forward(sampled[:, None].to(device), masks[:, :length], positions, cache)
+            covered = cache.get_seq_length() + 1  # the cache's tokens (padding too) and this one
+            output = self._forward(
+                sampled[:, None].to(device), masks[:, :covered], positions, cache
+            )
             positions = positions + 1
             logits = output.logits[:, -1].float()
         return outputs, kept
@@ -275,7 +276,7 @@ class _TurnLayer(DynamicLayer):
             for buffer, part in zip(self._buffers, row, strict=True):
                 buffer[i, :, :pad] = 0  # masked, but never garbage (0 x NaN is NaN)
                 buffer[i, :, pad : pad + part.shape[2]] = part[0]
-        self.length = pads[0] + rows[0][0].shape[2]
+        self.length = pads[0] + first.shape[2]  # every row padded to the same width
         self.device, self.is_initialized = first.device, True
         self._view()
 
