@@ -307,11 +307,18 @@ def file_owner(rng: random.Random) -> Task:
     )
 
 
+def _wait_until(condition: str, tries: int = 100) -> str:
+    """Shell that polls ``condition`` every 0.1 s, at most ``tries`` times: started processes
+    are running when the task begins however loaded the machine (a fixed sleep raced them)."""
+    return f"for i in $(seq {tries}); do {condition} > /dev/null && break; sleep 0.1; done"
+
+
 def count_processes(rng: random.Random) -> Task:
     name = f"{rng.choice(WORDS)}-job{rng.randint(1, 99)}"  # <= 15 characters: a full comm
     count = rng.randint(1, 5)
     start = (
-        f"cp /bin/sleep /tmp/{name}; for i in $(seq {count}); do /tmp/{name} 1000 & done; sleep 0.2"
+        f"cp /bin/sleep /tmp/{name}; for i in $(seq {count}); do /tmp/{name} 1000 & done; "
+        + _wait_until(f'[ "$(pgrep -xc {name})" -ge {count} ]')
     )
     task = _answer_task(
         f"How many processes named {name} are running?",
@@ -326,7 +333,7 @@ def count_processes(rng: random.Random) -> Task:
 
 def stop_process(rng: random.Random) -> Task:
     name = f"{rng.choice(WORDS)}-srv{rng.randint(1, 99)}"  # <= 15 characters: a full comm
-    start = f"cp /bin/sleep /tmp/{name}; /tmp/{name} 1000 & sleep 0.2"
+    start = f"cp /bin/sleep /tmp/{name}; /tmp/{name} 1000 & " + _wait_until(f"pgrep -x {name}")
     return _operation_task(
         f"A process named {name} is running in the background. Stop it.",
         "true",
