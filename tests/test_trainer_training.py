@@ -101,6 +101,57 @@ def test_eppo_update_reports_paced_clip_ranges_and_clips_off_policy_mini_batches
     assert all(0.15 <= eps <= 0.3 for eps in second.task_clip_eps.values())
 
 
+def _mixed_episodes():
+    """``echo`` groups whose rewards differ, ``lookup`` groups that all ended alike."""
+    return [
+        _episode(task, f"{task}:{k // 2}", [5, 6, 7 + k, 8, 9 + k], [0, 0, 1, 1, 1], reward=r)
+        for task in ("echo", "lookup")
+        for k in range(4)
+        for r in [k % 2 if task == "echo" else 0.0]
+    ]
+
+
+def _skip_step(tokenizer, skip: bool, kl_coef: float):
+    model = _model(tokenizer)
+    updater = PolicyUpdater(
+        model,
+        torch.optim.AdamW(model.parameters(), lr=1e-2),
+        FixedClip(),
+        UpdateSettings(kl_coef=kl_coef, temperature=1.0, mini_batches=2, skip_zero_advantage=skip),
+        pad_token_id=0,
+        ref_model=_model(tokenizer, seed=1),
+    )
+    forwarded: list[int] = []
+    forward = updater._forward
+    updater._forward = lambda batch: (forwarded.extend(batch.members), forward(batch))[1]
+    result = updater.step(_mixed_episodes(), torch.Generator().manual_seed(0))
+    return updater, result, forwarded
+
+
+def test_skipping_zero_advantage_episodes_changes_only_their_kl_term(tokenizer):
+    full, full_result, full_forwarded = _skip_step(tokenizer, skip=False, kl_coef=0.0)
+    skip, skip_result, skip_forwarded = _skip_step(tokenizer, skip=True, kl_coef=0.0)
+    assert skip_result.advantages == full_result.advantages
+    assert skip_result.advantages[4:] == [0.0] * 4  # lookup: every group ended alike
+    assert sorted(full_forwarded) == list(range(8)) and sorted(skip_forwarded) == [0, 1, 2, 3]
+    assert skip_result.task_entropy == full_result.task_entropy  # the pacer sees every task
+    for name, value in full.model.state_dict().items():
+        torch.testing.assert_close(skip.model.state_dict()[name], value, rtol=1e-4, atol=1e-5)
+    # with the KL term on, the update differs, and the reference scores only trained episodes
+    with_kl, _, _ = _skip_step(tokenizer, skip=True, kl_coef=0.5)
+    scored = with_kl.score(_mixed_episodes(), trained=[0, 1, 2, 3])
+    assert scored.ref_logprobs is not None
+    assert [t.numel() for t in scored.ref_logprobs] == [3] * 4 + [0] * 4
+    full_kl, _, _ = _skip_step(tokenizer, skip=False, kl_coef=0.5)
+    assert (
+        max(
+            float((full_kl.model.state_dict()[n] - v).abs().max())
+            for n, v in with_kl.model.state_dict().items()
+        )
+        > 1e-3
+    )
+
+
 def test_expert_transcript_trains_only_on_the_experts_turns(tokenizer):
     episode = ExpertEpisode(
         "lookup",

@@ -208,6 +208,14 @@ class RLConfig:
     logprob_chunk: int = _help(
         "Positions per chunk of the log-prob/entropy computation.", d.LOGPROB_CHUNK
     )
+    skip_zero_advantage: bool = _help(
+        "Leave episodes whose advantage is exactly 0 (a task whose groups all ended alike, "
+        "e.g. all at the context limit) out of the update's forward/backward and reference "
+        "scoring. Their policy-gradient term is 0 and the token-mean denominator still "
+        "counts them, so the update differs from the full one only by their KL and entropy "
+        "terms. Off by default (the paper trains on every episode).",
+        False,
+    )
     save_every: int = _help("Checkpoint every this many steps (and at the end).", 10)
     keep_checkpoints: int = _help("How many RL checkpoints to keep.", 2)
 

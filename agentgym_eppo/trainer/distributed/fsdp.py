@@ -191,9 +191,10 @@ class FSDPPolicyUpdater(PolicyUpdater):
         return set(rank_share(lengths, self.rank, self.world))
 
     @torch.no_grad()
-    def score(self, episodes: Sequence[Episode]) -> Scored:
+    def score(self, episodes: Sequence[Episode], trained: Sequence[int] | None = None) -> Scored:
         """Old (and reference) log-probs and entropy of this rank's episodes; the others
-        stay empty."""
+        stay empty. The reference scores every one of them, ``trained`` or not: ranks
+        score in lock step over the same micro-batches."""
         s = self.settings
         old = [torch.zeros(0)] * len(episodes)
         entropy = [torch.zeros(0)] * len(episodes)

@@ -52,6 +52,7 @@ class UpdateSettings:
     max_grad_norm: float = d.MAX_GRAD_NORM
     temperature: float = d.TEMPERATURE
     logprob_chunk: int = d.LOGPROB_CHUNK
+    skip_zero_advantage: bool = False
     bf16: bool = False
 
     def __post_init__(self) -> None:
@@ -78,6 +79,7 @@ class UpdateSettings:
             max_grad_norm=r.max_grad_norm,
             temperature=config.rollout.temperature,
             logprob_chunk=r.logprob_chunk,
+            skip_zero_advantage=r.skip_zero_advantage,
             bf16=bf16,
         )
 
@@ -231,38 +233,29 @@ class PolicyUpdater:
         self.ref_model = ref_model
 
     @torch.no_grad()
-    def score(self, episodes: Sequence[Episode]) -> Scored:
+    def score(self, episodes: Sequence[Episode], trained: Sequence[int] | None = None) -> Scored:
         """Log-probs and entropy of every loss token under the current (rollout) policy,
-        and under the reference when the KL term is on."""
+        and, when the KL term is on, reference log-probs of the episodes in ``trained``
+        (default: all; the others never reach the loss)."""
+        s = self.settings
         transcripts = [episode.transcript for episode in episodes]
-        indices = list(range(len(episodes)))
         old: list[torch.Tensor] = [torch.zeros(0)] * len(episodes)
         entropy: list[torch.Tensor] = [torch.zeros(0)] * len(episodes)
-        ref: list[torch.Tensor] | None = (
-            [torch.zeros(0)] * len(episodes) if self._uses_reference else None
-        )
-        batches = micro_batches(
-            transcripts, indices, self.settings.micro_batch_tokens, self.pad_token_id
-        )
-        for batch in batches:
-            logp, ent = token_logprobs(
-                self.model,
-                batch,
-                self.settings.temperature,
-                self.settings.logprob_chunk,
-                self.settings.bf16,
-            )
+        for batch in micro_batches(
+            transcripts, range(len(episodes)), s.micro_batch_tokens, self.pad_token_id
+        ):
+            logp, ent = token_logprobs(self.model, batch, s.temperature, s.logprob_chunk, s.bf16)
             self._scatter(batch.members, batch.member_of_token, logp, old)
             self._scatter(batch.members, batch.member_of_token, ent, entropy)
-            if ref is not None and self.ref_model is not None:
-                ref_logp, _ = token_logprobs(
-                    self.ref_model,
-                    batch,
-                    self.settings.temperature,
-                    self.settings.logprob_chunk,
-                    self.settings.bf16,
-                )
-                self._scatter(batch.members, batch.member_of_token, ref_logp, ref)
+        if not self._uses_reference or self.ref_model is None:
+            return Scored(old, entropy, None)
+        ref: list[torch.Tensor] = [torch.zeros(0)] * len(episodes)
+        indices = range(len(episodes)) if trained is None else trained
+        for batch in micro_batches(transcripts, indices, s.micro_batch_tokens, self.pad_token_id):
+            ref_logp, _ = token_logprobs(
+                self.ref_model, batch, s.temperature, s.logprob_chunk, s.bf16
+            )
+            self._scatter(batch.members, batch.member_of_token, ref_logp, ref)
         return Scored(old, entropy, ref)
 
     @property
@@ -297,11 +290,11 @@ class PolicyUpdater:
         """
         episodes = [e for e in episodes if e.status != Status.TASK_ERROR.value]
         result = UpdateResult()
-        started = time.perf_counter()
-        scored = self.score(episodes)
-        result.score_seconds = time.perf_counter() - started
         advantages = self.advantages(episodes)
         result.advantages = advantages.tolist()
+        started = time.perf_counter()
+        scored = self.score(episodes, self._trained(episodes, advantages))
+        result.score_seconds = time.perf_counter() - started
         task_names = sorted({episode.task_id for episode in episodes})
         result.task_entropy, result.task_tokens = self.task_entropy(episodes, scored, task_names)
         result.tokens = sum(result.task_tokens.values())
@@ -314,6 +307,16 @@ class PolicyUpdater:
         self._train(StepContext(episodes, scored, advantages, task_names), generator, result)
         result.train_seconds = time.perf_counter() - trained
         return result
+
+    def _trained(self, episodes: Sequence[Episode], advantages: torch.Tensor) -> list[int]:
+        """The episodes the loss sees: all with a loss token, less (with
+        ``skip_zero_advantage``) those whose advantage is exactly 0."""
+        skip = self.settings.skip_zero_advantage
+        return [
+            i
+            for i, episode in enumerate(episodes)
+            if episode.generated_tokens > 0 and not (skip and float(advantages[i]) == 0.0)
+        ]
 
     def task_entropy(
         self, episodes: Sequence[Episode], scored: Scored, task_names: Sequence[str]
@@ -357,12 +360,18 @@ class PolicyUpdater:
     def _train(
         self, context: StepContext, generator: torch.Generator, result: UpdateResult
     ) -> None:
-        """PPO epochs over shuffled mini-batches, one optimizer step per mini-batch."""
+        """PPO epochs over shuffled mini-batches, one optimizer step per mini-batch.
+
+        With ``skip_zero_advantage`` the mini-batches are drawn as without it (the same
+        episodes, the same token-mean denominator), then their zero-advantage episodes are
+        left out of the forward and backward; a mini-batch left empty takes no step.
+        """
         settings = self.settings
         episodes = context.episodes
         counts = ClipCounts(len(context.task_names))
         losses, kls, norms = [], [], []
         trainable = [i for i, episode in enumerate(episodes) if episode.generated_tokens > 0]
+        trained = set(self._trained(episodes, context.advantages))
         self.model.train()
         for _ in range(settings.ppo_epochs):
             order = [trainable[i] for i in torch.randperm(len(trainable), generator=generator)]
@@ -370,6 +379,9 @@ class PolicyUpdater:
             for start in range(0, len(order), size):
                 mini = order[start : start + size]
                 batch_tokens = sum(episodes[i].generated_tokens for i in mini)
+                mini = [i for i in mini if i in trained]
+                if not mini:
+                    continue
                 loss_total = kl_total = 0.0
                 for batch in self._train_batches(episodes, mini):
                     logp, entropy = self._forward(batch)
@@ -390,9 +402,10 @@ class PolicyUpdater:
                 losses.append(total_loss)
                 kls.append(total_kl)
                 norms.append(norm)
-        result.loss = sum(losses) / len(losses)
-        result.kl = sum(kls) / len(kls)
-        result.grad_norm = sum(norms) / len(norms)
+        if losses:
+            result.loss = sum(losses) / len(losses)
+            result.kl = sum(kls) / len(kls)
+            result.grad_norm = sum(norms) / len(norms)
         totals = self._sum_over_ranks(counts.counts.flatten().tolist())
         result.task_ratio_outside_share, result.task_clipped_share = counts.shares(
             context.task_names, totals
