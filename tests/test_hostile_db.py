@@ -105,6 +105,35 @@ def test_a_huge_result_costs_a_step_one_row_of_memory(env: DBEnv, db_url: str | 
     assert peak < 32 * 1024 * 1024, f"peak {peak >> 20} MiB"
 
 
+@pytest.mark.postgres
+def test_postgres_cuts_text_values_on_the_server() -> None:
+    """One 100 MB value used to cost the step ~100 MiB (the cursor reads a row whole)."""
+    env = DBEnv(split="dev", db_url=server_url(POSTGRES_URL), statement_timeout=30)
+    env.reset(seed=0)
+    try:
+        tracemalloc.start()
+        try:
+            observation, _, _, _, info = env.step(
+                execute("SELECT repeat('x', 100000000), 7, repeat('y', 3) -- a comment")
+            )
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert info["status"] == "running"
+        assert observation == ("[('" + "x" * 800)[:789] + "[TRUNCATED]"  # 800 in all
+        assert peak < 4 * 1024 * 1024, f"peak {peak >> 20} MiB"
+        # Cut columns keep their order, types and row order; short values are unchanged.
+        observation, *_ = env.step(
+            execute(
+                "SELECT name, n, 'ab' FROM (VALUES ('b', 2), ('a', 1), (NULL, 3)) AS v(name, n) "
+                "ORDER BY n DESC;"
+            )
+        )
+        assert observation == "[(None, 3, 'ab'), ('b', 2, 'ab'), ('a', 1, 'ab')]"
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("url", SERVERS)
 def test_an_episode_that_writes_past_the_bound_ends_as_agent_invalid_action(
     url: str, monkeypatch: pytest.MonkeyPatch

@@ -131,6 +131,25 @@ class PostgresBackend(ServerBackend):
 _PG_QUERY = re.compile(r"^[\s(]*(SELECT|VALUES|TABLE|WITH)\b", re.IGNORECASE)
 
 
+_TEXT_TYPES = frozenset({25, 1043})  # text, varchar: read as str, so a cut changes nothing
+
+
+def _cut_text_columns(statement: str, columns: Sequence[Any], char_limit: int) -> str | None:
+    """``statement`` with each text column cut to ``char_limit + 1`` characters by the
+    server (what :class:`RowRenderer` keeps of a value anyway), or None where nothing
+    needs cutting. Without it one ``repeat('x', 100000000)`` costs the step 100 MB.
+    Other types (``bytea``, ``json``, arrays) are still read whole (docs/db.md)."""
+    if char_limit <= 0 or not any(c.type_code in _TEXT_TYPES for c in columns):
+        return None
+    names = [f"c{k}" for k in range(len(columns))]
+    select = ", ".join(
+        f"left({n}, {char_limit + 1})" if c.type_code in _TEXT_TYPES else n
+        for n, c in zip(names, columns, strict=True)
+    )
+    inner = statement.rstrip().rstrip(";")  # a line break: a trailing -- comment ends there
+    return f"SELECT {select} FROM ({inner}\n) AS agentgym_cut({', '.join(names)})"
+
+
 class PostgresEpisode(ServerEpisode):
     dialect = "postgres"
 
@@ -166,12 +185,17 @@ class PostgresEpisode(ServerEpisode):
             return QueryResult(f"Error: {error}", error=True)
 
     def _run_query(self, statement: str, char_limit: int) -> QueryResult:
-        """A query through a server-side cursor, so unread rows are never produced."""
+        """A query through a server-side cursor, so unread rows are never produced, and
+        with its text columns cut on the server (:func:`_cut_text_columns`), so no value
+        longer than the observation can show is sent."""
         self._cursors += 1
         renderer = RowRenderer(char_limit)
         name = f"agentgym_cursor_{self._cursors}"
         with self.connection.transaction(), self.connection.cursor(name=name) as cursor:
-            cursor.execute(statement)
+            cursor.execute(statement)  # declared, not run: the description, no row
+            cut = _cut_text_columns(statement, cursor.description or (), char_limit)
+            if cut is not None:
+                cursor.execute(cut)
             while not renderer.full:
                 batch = cursor.fetchmany(_FETCH_BATCH)
                 if not batch:
