@@ -217,6 +217,46 @@ def test_checks_still_run_a_program_the_agent_was_asked_to_write(make_env: Any) 
     assert reward == 1.0
 
 
+# Not on Docker: the Docker backend judges with the container's programs, as AgentBench.
+@pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
+def test_checks_do_not_run_tools_behind_a_replaced_usr_directory(
+    make_env: Any, backend: str
+) -> None:
+    env = make_env([OPERATION_TASK])
+    obs = observe(
+        env,
+        "mkdir /usr/evil && printf '#!/bin/sh\\nexit 0\\n' > /usr/evil/grep && "
+        "chmod +x /usr/evil/grep && rm -rf /usr/sbin && ln -s /usr/evil /usr/sbin && "
+        "echo replaced",
+    )
+    assert obs.endswith("replaced\n"), obs
+    reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
+    assert reward == 0.0
+
+
+def test_a_full_disk_does_not_make_a_failing_check_pass(make_env: Any) -> None:
+    """The check's output used to share the agent's disk: with it full, `grep -q` could
+    not write its error message and exited 0, so the check below passed unsolved."""
+    env = make_env([OPERATION_TASK])
+    observe(env, "for i in 1 2 3 4; do head -c 30M /dev/zero > /root/fill$i; done; df -h /root")
+    reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
+    assert reward == 0.0
+
+
+def test_a_file_the_task_puts_under_usr_is_what_the_checks_read(make_env: Any) -> None:
+    task = {
+        "description": "How many lines has /usr/stock.log?",
+        "create": {"init": "seq 5 > /usr/stock.log"},
+        "evaluation": {
+            "check": [None, {"file": "check/integer-match.py"}],
+            "example": "wc -l < /usr/stock.log",
+        },
+    }
+    env = make_env([task])
+    assert observe(env, "wc -l < /usr/stock.log").strip().endswith("5")
+    assert final(env, answer("5")) == (1.0, "completed")
+
+
 # Not on Docker: the Docker backend leaves /etc writable, as AgentBench.
 @pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
 def test_the_loader_configuration_is_read_only(make_env: Any, backend: str) -> None:

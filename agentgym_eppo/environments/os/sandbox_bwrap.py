@@ -15,9 +15,10 @@ Who runs where (one ``Popen``; the launcher ``exec``s the control loop)::
 The control loop, which carries every verdict, lives outside the sandbox's pid
 namespace: no process of the sandbox can see it, signal it, or open its
 ``/proc/<pid>/fd``. Init, example and check scripts (``run``) see the agent's machine
-through the *judge view*: the agent's files, but ``/usr``, ``/bin``, ``/sbin``, ``/lib*``
-of the read-only base (only ``/usr/local/bin`` and ``/usr/local/sbin`` of the agent's, last
-in ``PATH``), so a check never runs a program the agent replaced. While a script runs,
+through the *judge view*: the agent's files, but every directory of the base's ``/usr``
+and ``/bin``, ``/sbin``, ``/lib*`` read-only from the base (only ``/usr/local/bin`` and
+``/usr/local/sbin`` of the agent's, last in ``PATH``), so a check never runs a program the
+agent replaced; its output goes to a tmpfs of its own, which a full disk cannot touch. While a script runs,
 every process of the agent is stopped (:meth:`Sandbox.run_process`): the view is built
 and the check runs with nothing of the agent's moving. In both views the loader's and
 the interpreters' configuration under ``/etc`` (``ld.so.preload``, ``ld.so.cache``,
@@ -94,6 +95,10 @@ JUDGE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/sbin:/usr/local/bin"
 PROTECTED_ETC = ("ld.so.preload", "ld.so.cache", "alternatives")
 """Files under /etc that decide which code the base's programs load (plus ``python3*``)."""
 
+JUDGE_SCRATCH_BYTES = 64 * 1024 * 1024
+"""The tmpfs that takes an init, example or check script's output (of which the first
+MiB is read), apart from the episode's disk: filling that disk cannot touch it."""
+
 MOUNT_DIR = rootfs.BASE_CACHE / "mnt"
 """An empty host directory; each sandbox mounts its tmpfs here inside its own namespace."""
 
@@ -112,7 +117,22 @@ done  # fd 5 stays open: bwrap gets SIGPIPE if it writes to a closed pipe
 WRAP='bash --login --noediting -i; printf "\036%s\036exit\036\n" "$0"'
 judge_view() {  # the agent's processes are stopped meanwhile: nothing moves under it
     VIEW=(--bind "$ROOT" / "${BASE_DIRS[@]}")
-    local i name target
+    local i name target whole=
+    # the agent's /usr under every directory of the base's /usr (local too: a .pth file
+    # or sitecustomize in local/lib would run in a python check), so only what the base
+    # lacks shows through (/usr/stock.log, say); the base's whole /usr where the agent
+    # replaced one of those directories
+    for name in "${USR_NAMES[@]}"; do
+        if [ -L "$ROOT/usr/$name" ] || ! [ -d "$ROOT/usr/$name" ]; then whole=1; fi
+    done
+    for ((i = 0; i < ${#USR_LINKS[@]}; i += 2)); do  # the base's links in /usr, unchanged
+        name=${USR_LINKS[i]}; target=${USR_LINKS[i + 1]}
+        if ! [ -L "$ROOT/usr/$name" ] || [ "$(readlink "$ROOT/usr/$name")" != "$target" ]; then
+            whole=1
+        fi
+    done
+    if [ -L "$ROOT/usr" ] || ! [ -d "$ROOT/usr" ]; then whole=1; fi
+    if [ -n "$whole" ]; then VIEW+=("${BASE_USR[@]}"); else VIEW+=("${USR_DIRS[@]}"); fi
     for ((i = 0; i < ${#BASE_LINKS[@]}; i += 2)); do
         name=${BASE_LINKS[i]}; target=${BASE_LINKS[i + 1]}
         # the base's link, or bwrap fails to make it and the check fails: the agent broke it
@@ -269,7 +289,13 @@ class BwrapSandbox(Sandbox):
             )
         # an empty ld.so.preload, so that it can be a read-only mount like the others
         lines.append("[ -e root/etc/ld.so.preload ] || : > root/etc/ld.so.preload")
-        lines.append(": > scratch")
+        # a check's output goes to a tmpfs of its own: on the episode's one, an agent that
+        # filled its disk made every write of a check fail, and `grep -q` whose error
+        # message cannot be written exits 0: a check that should fail passed
+        lines.append(
+            f"mkdir judge && mount -t tmpfs -o size={JUDGE_SCRATCH_BYTES},mode=700 agentgym-judge judge"
+        )
+        lines.append(": > judge/scratch")
         lines.append("exec 3<&2 2>/dev/null")
         lines.append("cd /")
         arrays = self._control_arrays(f"{mnt}/root", base, root_dir is not None)
@@ -283,7 +309,11 @@ class BwrapSandbox(Sandbox):
         """The control loop's fixed bwrap arguments, as bash assignments."""
         layout_source = base if full_root else Path("/")
         base_view: list[str] = []  # the base's programs, read-only
-        base_dirs: list[str] = []
+        base_dirs: list[str] = []  # all but usr, which the judge view mounts by its parts
+        base_usr: list[str] = []
+        usr_dirs: list[str] = []
+        usr_names: list[str] = []
+        usr_links: list[str] = []
         base_links: list[str] = []
         for name in rootfs.HOST_TOP_LEVEL:
             path = layout_source / name
@@ -292,7 +322,16 @@ class BwrapSandbox(Sandbox):
                 base_links += [name, os.readlink(path)]
             elif path.is_dir():
                 base_view += ["--ro-bind", str(path), f"/{name}"]
-                base_dirs += ["--ro-bind", str(path), f"/{name}"]
+                if name != "usr":
+                    base_dirs += ["--ro-bind", str(path), f"/{name}"]
+                    continue
+                base_usr += ["--ro-bind", str(path), "/usr"]
+                for part in sorted(path.iterdir()):
+                    if part.is_symlink():
+                        usr_links += [part.name, os.readlink(part)]
+                    elif part.is_dir():
+                        usr_names.append(part.name)
+                        usr_dirs += ["--ro-bind", str(part), f"/usr/{part.name}"]
         etc = Path(root) / "etc"
         base_etc = base / "etc"
         protected = [
@@ -326,7 +365,7 @@ class BwrapSandbox(Sandbox):
         ]  # fmt: skip
         assignments = {
             "ROOT": root,
-            "SCRATCH": f"{MOUNT_DIR}/scratch",
+            "SCRATCH": f"{MOUNT_DIR}/judge/scratch",
             "SECCOMP": str(seccomp_file()),
         }
         arrays = {
@@ -334,6 +373,10 @@ class BwrapSandbox(Sandbox):
             "AGENT": head + pinned + protect + system,
             "JUDGE": head,
             "BASE_DIRS": base_dirs,
+            "BASE_USR": base_usr,
+            "USR_DIRS": usr_dirs,
+            "USR_NAMES": usr_names,
+            "USR_LINKS": usr_links,
             "BASE_LINKS": base_links,
             "PROTECT": protect + system + ["--setenv", "PATH", JUDGE_PATH],
         }
