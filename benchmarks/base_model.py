@@ -2,6 +2,7 @@
 
     python -m benchmarks.base_model RUN_DIR [--agentbench-data DIR] [--curve-scale 0.25]
     python -m benchmarks.base_model --copying MODEL [MODEL ...]
+    python -m benchmarks.base_model --agentbench MODEL --agentbench-data DIR
 
 ``RUN_DIR`` is the run folder of ``agentgym-eppo pretrain --config configs/tiny-base.yaml``.
 Writes ``benchmarks/results/base-model.md`` (with its plots beside it) and the score
@@ -19,6 +20,7 @@ Freebase and ALFWorld the original game files, neither of which is here).
 ``--copying`` only prints the copying table (teacher-forced accuracy on the names the
 expert copies from the question, 40 dev episodes per task) of the models named: shipped
 names or folders, e.g. a model before and after a continued pretraining.
+``--agentbench`` only prints the table of AgentBench's own dev files for one model.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 PROTOCOL = ROOT / "configs" / "demo-cpu.yaml"
 CARD = ROOT / "agentgym_eppo" / "assets" / "models" / "agentgym-tiny" / "README.md"
 AGENTBENCH_FILES = {"os": "os_interaction/dev.json", "db": "dbbench/dev.jsonl"}
+AGENTBENCH_SCRIPTS = {"os": "os_interaction/scripts/dev"}  # env kwarg scripts_dir
 
 
 def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 10) -> float:
@@ -59,7 +62,9 @@ def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 10) -> floa
     return 2 * size**3 * repeats / (time.perf_counter() - started) / 1e9
 
 
-def evaluate(model_dir: Path, protocol: TrainConfig, scale: float = 1.0, **extra: Any) -> dict:
+def evaluate(
+    model_dir: Path | str, protocol: TrainConfig, scale: float = 1.0, **extra: Any
+) -> dict:
     """The protocol's evaluation of ``model_dir`` (instances scaled by ``scale``)."""
     model, tokenizer = load_policy(model_dir)
     e, r = protocol.eval, protocol.rollout
@@ -86,6 +91,38 @@ def evaluate(model_dir: Path, protocol: TrainConfig, scale: float = 1.0, **extra
     )
     result["seconds"] = time.perf_counter() - started
     return result
+
+
+def agentbench_scores(model_dir: Path | str, protocol: TrainConfig, data: Path) -> dict[str, dict]:
+    """The protocol's evaluation of ``model_dir`` on AgentBench's own dev files under
+    ``data`` (every instance, the protocol's attempts and temperature)."""
+    scores = {}
+    for task, relative in AGENTBENCH_FILES.items():
+        kwargs = {**protocol.env_kwargs.get(task, {}), "tasks": str(data / relative)}
+        if task in AGENTBENCH_SCRIPTS:
+            kwargs["scripts_dir"] = str(data / AGENTBENCH_SCRIPTS[task])
+        scores[task] = evaluate(
+            model_dir, protocol, tasks=[task], env_kwargs={task: kwargs},
+            instances_by_task={}, max_instances=None,
+        )  # fmt: skip
+    return scores
+
+
+def agentbench_table(scores: dict[str, dict]) -> list[str]:
+    """Markdown lines: what :func:`agentbench_scores` measured, with its caveat."""
+    return [
+        "Not our generators' distribution (other wording, other file trees and tables), so "
+        "low scores are expected. KG needs Freebase and ALFWorld the original game files, "
+        "neither of which is here.",
+        "",
+        "| task | dev success (episodes) | mean reward | statuses |",
+        "|---|---|---|---|",
+        *(
+            f"| {t} | {r['tasks'][t]['success']:.3f} ({r['tasks'][t]['n']}) | "
+            f"{r['tasks'][t]['reward']:.3f} | {r['tasks'][t]['statuses']} |"
+            for t, r in scores.items()
+        ),
+    ]
 
 
 COPY_TASKS = ("os", "db", "kg")
@@ -208,6 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, nargs="?")
     parser.add_argument("--copying", nargs="+", metavar="MODEL", default=None)
+    parser.add_argument("--agentbench", metavar="MODEL", default=None)
     parser.add_argument("--agentbench-data", type=Path, default=None)
     parser.add_argument("--curve-scale", type=float, default=0.25)
     parser.add_argument("--threads", type=int, default=2)
@@ -215,6 +253,12 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     if args.copying:
         print("\n".join(copying_table(args.copying)))
+        return
+    if args.agentbench:
+        if args.agentbench_data is None:
+            parser.error("--agentbench needs --agentbench-data DIR")
+        scores = agentbench_scores(args.agentbench, load_config(PROTOCOL), args.agentbench_data)
+        print("\n".join(agentbench_table(scores)))
         return
     if args.run_dir is None:
         parser.error("give RUN_DIR, or --copying MODEL ...")
@@ -244,17 +288,11 @@ def main(argv: list[str] | None = None) -> None:
         (by_step[int(p.name[5:])]["tokens_seen"], copy_accuracy(p, dev_episodes)) for p in snapshots
     ]
     copying.append((metrics[-1]["tokens_seen"], copy_accuracy(run / "model", dev_episodes)))
-    agentbench = {}
-    if args.agentbench_data is not None:
-        for task, relative in AGENTBENCH_FILES.items():
-            kwargs = {
-                **protocol.env_kwargs.get(task, {}),
-                "tasks": str(args.agentbench_data / relative),
-            }
-            agentbench[task] = evaluate(
-                run / "model", protocol, tasks=[task], env_kwargs={task: kwargs},
-                instances_by_task={}, max_instances=None,
-            )  # fmt: skip
+    agentbench = (
+        agentbench_scores(run / "model", protocol, args.agentbench_data)
+        if args.agentbench_data is not None
+        else {}
+    )
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     folder = RESULTS / "base-model"
@@ -330,22 +368,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
     ]
     if agentbench:
-        lines += [
-            "## AgentBench's own dev files",
-            "",
-            "Not our generators' distribution (other wording, other file trees and "
-            "tables), so low scores are expected. KG needs Freebase and ALFWorld the "
-            "original game files, neither of which is here.",
-            "",
-            "| task | dev success (episodes) | mean reward | statuses |",
-            "|---|---|---|---|",
-            *(
-                f"| {t} | {r['tasks'][t]['success']:.3f} ({r['tasks'][t]['n']}) | "
-                f"{r['tasks'][t]['reward']:.3f} | {r['tasks'][t]['statuses']} |"
-                for t, r in agentbench.items()
-            ),
-            "",
-        ]
+        lines += ["## AgentBench's own dev files", "", *agentbench_table(agentbench), ""]
     (RESULTS / "base-model.md").write_text("\n".join(lines), encoding="utf-8")
     (folder / "evals.json").write_text(
         json.dumps(
