@@ -152,6 +152,49 @@ def test_skipping_zero_advantage_episodes_changes_only_their_kl_term(tokenizer):
     )
 
 
+def test_the_reference_scores_the_policys_micro_batches_when_every_episode_is_trained(
+    tokenizer, monkeypatch
+):
+    from agentgym_eppo.trainer.training import update
+
+    built: list[list[int]] = []
+    build = update.micro_batches
+    monkeypatch.setattr(
+        update,
+        "micro_batches",
+        lambda t, indices, *a: (built.append(list(indices)), build(t, indices, *a))[1],
+    )
+    updater, _, _ = _skip_step(tokenizer, skip=False, kl_coef=0.5)
+    built.clear()
+    episodes = _mixed_episodes()
+    everyone = updater.score(episodes, trained=list(range(8)))
+    assert built == [list(range(8))]  # one build serves the policy and the reference
+    assert everyone.ref_logprobs is not None and all(t.numel() == 3 for t in everyone.ref_logprobs)
+    built.clear()
+    updater.score(episodes, trained=[0, 1, 2, 3])
+    assert built == [list(range(8)), [0, 1, 2, 3]]
+
+
+def test_a_step_whose_advantages_are_all_zero_leaves_the_weights_alone_when_skipping(tokenizer):
+    model = _model(tokenizer)
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    updater = PolicyUpdater(
+        model,
+        torch.optim.AdamW(model.parameters(), lr=1e-2),
+        FixedClip(),
+        UpdateSettings(kl_coef=0.5, temperature=1.0, skip_zero_advantage=True),
+        pad_token_id=0,
+        ref_model=_model(tokenizer, seed=1),
+    )
+    alike = [e for e in _mixed_episodes() if e.task_id == "lookup"]
+    result = updater.step(alike, torch.Generator().manual_seed(0))
+    assert result.advantages == [0.0] * 4
+    assert (result.loss, result.kl, result.grad_norm) == (0.0, 0.0, 0.0)
+    assert result.task_entropy.keys() == {"lookup"}  # the pacer still measures the task
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, before[name]), name
+
+
 def test_expert_transcript_trains_only_on_the_experts_turns(tokenizer):
     episode = ExpertEpisode(
         "lookup",

@@ -139,6 +139,7 @@ class StepContext:
     scored: Scored
     advantages: torch.Tensor  # [episodes]
     task_names: list[str]
+    trained: list[int]  # the episodes the loss sees (PolicyUpdater._trained)
 
     def __post_init__(self) -> None:
         self.task_index = {name: k for k, name in enumerate(self.task_names)}
@@ -239,19 +240,22 @@ class PolicyUpdater:
         (default: all; the others never reach the loss)."""
         s = self.settings
         transcripts = [episode.transcript for episode in episodes]
+        every = list(range(len(episodes)))
         old: list[torch.Tensor] = [torch.zeros(0)] * len(episodes)
         entropy: list[torch.Tensor] = [torch.zeros(0)] * len(episodes)
-        for batch in micro_batches(
-            transcripts, range(len(episodes)), s.micro_batch_tokens, self.pad_token_id
-        ):
+        batches = list(micro_batches(transcripts, every, s.micro_batch_tokens, self.pad_token_id))
+        for batch in batches:
             logp, ent = token_logprobs(self.model, batch, s.temperature, s.logprob_chunk, s.bf16)
             self._scatter(batch.members, batch.member_of_token, logp, old)
             self._scatter(batch.members, batch.member_of_token, ent, entropy)
         if not self._uses_reference or self.ref_model is None:
             return Scored(old, entropy, None)
         ref: list[torch.Tensor] = [torch.zeros(0)] * len(episodes)
-        indices = range(len(episodes)) if trained is None else trained
-        for batch in micro_batches(transcripts, indices, s.micro_batch_tokens, self.pad_token_id):
+        if trained is not None and list(trained) != every:  # else the policy's batches serve
+            batches = list(
+                micro_batches(transcripts, trained, s.micro_batch_tokens, self.pad_token_id)
+            )
+        for batch in batches:
             ref_logp, _ = token_logprobs(
                 self.ref_model, batch, s.temperature, s.logprob_chunk, s.bf16
             )
@@ -293,7 +297,8 @@ class PolicyUpdater:
         advantages = self.advantages(episodes)
         result.advantages = advantages.tolist()
         started = time.perf_counter()
-        scored = self.score(episodes, self._trained(episodes, advantages))
+        trained_episodes = self._trained(episodes, advantages)
+        scored = self.score(episodes, trained_episodes)
         result.score_seconds = time.perf_counter() - started
         task_names = sorted({episode.task_id for episode in episodes})
         result.task_entropy, result.task_tokens = self.task_entropy(episodes, scored, task_names)
@@ -304,7 +309,8 @@ class PolicyUpdater:
         if result.tokens == 0:
             return result
         trained = time.perf_counter()
-        self._train(StepContext(episodes, scored, advantages, task_names), generator, result)
+        context = StepContext(episodes, scored, advantages, task_names, trained_episodes)
+        self._train(context, generator, result)
         result.train_seconds = time.perf_counter() - trained
         return result
 
@@ -371,7 +377,7 @@ class PolicyUpdater:
         counts = ClipCounts(len(context.task_names))
         losses, kls, norms = [], [], []
         trainable = [i for i, episode in enumerate(episodes) if episode.generated_tokens > 0]
-        trained = set(self._trained(episodes, context.advantages))
+        trained = set(context.trained)
         self.model.train()
         for _ in range(settings.ppo_epochs):
             order = [trainable[i] for i in torch.randperm(len(trainable), generator=generator)]
