@@ -134,6 +134,70 @@ def test_postgres_cuts_text_values_on_the_server() -> None:
         env.close()
 
 
+def _python_peak(env: DBEnv, query: str) -> tuple[str, str, int]:
+    tracemalloc.start()
+    try:
+        observation, _, _, _, info = env.step(execute(query))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return observation, info["status"], peak
+
+
+LONG_VALUES = {
+    "bytea": "SELECT convert_to(repeat('x', 30000000), 'UTF8')",
+    "json": "SELECT to_json(repeat('x', 30000000))",
+    "array": "SELECT array_fill(7, ARRAY[3000000])",
+    "char(n)": "SELECT CAST(repeat('x', 10000000) AS CHAR(10000000))",
+    "numeric": "SELECT power(7::numeric, 100000), 1",
+    "record": "SELECT ROW(repeat('x', 30000000), 1)",
+    "returning": "INSERT INTO ballast SELECT repeat('x', 10000000) FROM generate_series(1, 3) "
+    "RETURNING x, x::bytea, to_json(x)",
+    "returning many rows": "INSERT INTO ballast SELECT i::text FROM generate_series(1, 400000) AS "
+    "s(i) RETURNING *, ARRAY[x]",
+}
+
+
+@pytest.mark.postgres
+def test_postgres_bounds_values_of_every_type_and_returning_rows() -> None:
+    """bytea, json, arrays, char(n), numeric, records and RETURNING rows used to be read
+    whole (a 30 MB bytea cost the step ~90 MiB); short values keep their types."""
+    env = DBEnv(split="dev", db_url=server_url(POSTGRES_URL), statement_timeout=30)
+    env.reset(seed=0)
+    try:
+        env.step(execute("CREATE TABLE ballast (x TEXT)"))
+        for name, query in LONG_VALUES.items():
+            observation, status, peak = _python_peak(env, query)
+            assert status == "running", (name, observation)
+            assert observation.startswith("[(") and observation.endswith("[TRUNCATED]"), (
+                name,
+                observation[:200],
+            )
+            assert len(observation) <= 800, name
+            assert peak < 4 * 1024 * 1024, f"{name}: peak {peak >> 20} MiB"
+        # every row of the RETURNING commands was written, whatever the cut read
+        observation, *_ = env.step(execute("SELECT COUNT(*), MAX(LENGTH(x)) FROM ballast"))
+        assert observation == "[(400003, 10000000)]"
+        # short values of every type are as before, in their own types, NULLs too
+        observation, *_ = env.step(
+            execute(
+                "SELECT convert_to('ab', 'UTF8'), to_json('ab'::text), ARRAY[1, 2], "
+                "CAST('ab' AS CHAR(4)), 2.50::numeric, NULL::json, 7, 'x' -- comment"
+            )
+        )
+        assert observation == "[('ab', 'ab', [1, 2], 'ab  ', 2.5, None, 7, 'x')]"
+        observation, *_ = env.step(
+            execute("UPDATE ballast SET x = 'y' WHERE x = '1' RETURNING x, ARRAY[x], 3;")
+        )
+        assert observation == "[('y', ['y'], 3)]"
+        observation, _, _, _, info = env.step(execute("DELETE FROM ballast WHERE x = 'none'"))
+        assert (observation, info["status"]) == ("[]", "running")
+        observation, *_ = env.step(execute("INSERT INTO ballast VALUES (1) RETURNING nope"))
+        assert observation.startswith('Error: column "nope" does not exist'), observation
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("url", SERVERS)
 def test_an_episode_that_writes_past_the_bound_ends_as_agent_invalid_action(
     url: str, monkeypatch: pytest.MonkeyPatch

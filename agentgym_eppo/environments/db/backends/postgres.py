@@ -6,6 +6,7 @@ import logging
 import re
 import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentgym_eppo.core import TaskFailure
@@ -131,23 +132,79 @@ class PostgresBackend(ServerBackend):
 _PG_QUERY = re.compile(r"^[\s(]*(SELECT|VALUES|TABLE|WITH)\b", re.IGNORECASE)
 
 
-_TEXT_TYPES = frozenset({25, 1043})  # text, varchar: read as str, so a cut changes nothing
+_TEXT_TYPES = frozenset({25, 1043})
+"""text, varchar: read as ``str``, so cutting them with ``left()`` changes no short value."""
+_SMALL_TYPES = frozenset({16, 18, 19, 20, 21, 23, 26, 700, 701, 1082, 1083, 1114, 1184, 1266, 2950})
+"""bool, "char", name, integers, oid, floats, date and time types, uuid: a few dozen
+characters at most, never cut."""
 
 
-def _cut_text_columns(statement: str, columns: Sequence[Any], char_limit: int) -> str | None:
-    """``statement`` with each text column cut to ``char_limit + 1`` characters by the
-    server (what :class:`RowRenderer` keeps of a value anyway), or None where nothing
-    needs cutting. Without it one ``repeat('x', 100000000)`` costs the step 100 MB.
-    Other types (``bytea``, ``json``, arrays) are still read whole (docs/db.md)."""
-    if char_limit <= 0 or not any(c.type_code in _TEXT_TYPES for c in columns):
-        return None
-    names = [f"c{k}" for k in range(len(columns))]
-    select = ", ".join(
-        f"left({n}, {char_limit + 1})" if c.type_code in _TEXT_TYPES else n
-        for n, c in zip(names, columns, strict=True)
-    )
-    inner = statement.rstrip().rstrip(";")  # a line break: a trailing -- comment ends there
-    return f"SELECT {select} FROM ({inner}\n) AS agentgym_cut({', '.join(names)})"
+@dataclass(frozen=True)
+class _Cut:
+    """How a result's columns are cut on the server so that no value longer than the
+    observation can show (``char_limit + 1`` characters) is sent.
+
+    Text columns become ``left(c, n)``. Any other column that can be long (``bytea``,
+    ``char(n)``, ``numeric``, ``json``, arrays, records, ...) becomes two: the value itself where its
+    text is short, and ``left(c::text, n)`` where it is long, so a short value keeps its
+    type and a long one arrives as its cut text; :meth:`row` joins them again.
+    """
+
+    select: str  # the select list over the columns c0 .. c{k-1}
+    names: tuple[str, ...]  # c0 .. c{k-1}
+    split: tuple[bool, ...]  # per column: sent as (short value, long text)
+
+    @classmethod
+    def of(cls, type_codes: Sequence[int], char_limit: int) -> _Cut | None:
+        """None where nothing needs cutting (no limit, or only small types)."""
+        if char_limit <= 0 or all(code in _SMALL_TYPES for code in type_codes):
+            return None
+        n = char_limit + 1
+        names = tuple(f"c{k}" for k in range(len(type_codes)))
+        parts, split = [], []
+        for name, code in zip(names, type_codes, strict=True):
+            split.append(code not in _SMALL_TYPES and code not in _TEXT_TYPES)
+            if code in _TEXT_TYPES:
+                parts.append(f"left({name}, {n})")
+            elif split[-1]:
+                long = f"length({name}::text) > {n}"
+                parts.append(f"CASE WHEN {long} THEN NULL ELSE {name} END")
+                parts.append(f"CASE WHEN {long} THEN left({name}::text, {n}) END")
+            else:
+                parts.append(name)
+        return cls(", ".join(parts), names, tuple(split))
+
+    def row(self, values: Sequence[Any]) -> tuple[Any, ...]:
+        """A row of the cut query as the original query's row."""
+        out, k = [], 0
+        for split in self.split:
+            if split:
+                short, long = values[k], values[k + 1]
+                out.append(short if long is None else long)
+                k += 2
+            else:
+                out.append(values[k])
+                k += 1
+        return tuple(out)
+
+    def query(self, statement: str) -> str:
+        """``statement`` (a query) as a subquery under the cut select list."""
+        inner = statement.rstrip().rstrip(";")  # a line break: a trailing -- comment ends there
+        return f"SELECT {self.select} FROM ({inner}\n) AS agentgym_cut({', '.join(self.names)})"
+
+    def command(self, statement: str, rows: int) -> str:
+        """``statement`` (an ``INSERT``/``UPDATE``/``DELETE ... RETURNING``) in a ``WITH``
+        whose query reads at most ``rows`` of its rows, cut. The command itself still
+        runs to completion (PostgreSQL runs data-modifying ``WITH`` parts whole)."""
+        inner = statement.rstrip().rstrip(";")
+        return (
+            f"WITH agentgym_cut({', '.join(self.names)}) AS ({inner}\n) "
+            f"SELECT {self.select} FROM agentgym_cut LIMIT {rows}"
+        )
+
+
+_RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
+_COMMAND_OK = 1  # libpq's PGRES_COMMAND_OK: what a successful prepare or describe returns
 
 
 class PostgresEpisode(ServerEpisode):
@@ -193,25 +250,48 @@ class PostgresEpisode(ServerEpisode):
         name = f"agentgym_cursor_{self._cursors}"
         with self.connection.transaction(), self.connection.cursor(name=name) as cursor:
             cursor.execute(statement)  # declared, not run: the description, no row
-            cut = _cut_text_columns(statement, cursor.description or (), char_limit)
+            cut = _Cut.of([c.type_code for c in cursor.description or ()], char_limit)
             if cut is not None:
-                cursor.execute(cut)
+                cursor.execute(cut.query(statement))
             while not renderer.full:
                 batch = cursor.fetchmany(_FETCH_BATCH)
                 if not batch:
                     return renderer.result(truncated=False)
                 for row in batch:
-                    renderer.add(row)
+                    renderer.add(row if cut is None else cut.row(row))
         return renderer.result(truncated=True)
 
     def _run_command(self, statement: str, char_limit: int) -> QueryResult:
+        """A statement that is not a query. One with ``RETURNING`` rows is first
+        described (parsed, not run) and then run under :meth:`_Cut.command`: a driver
+        cursor reads a command's rows whole, so they are cut and counted on the server."""
         renderer = RowRenderer(char_limit)
+        cut = None
+        if char_limit > 0 and _RETURNING.search(statement):
+            types = self._result_types(statement)
+            cut = _Cut.of(types, char_limit) if types else None
+        if cut is not None:
+            # every value renders as at least one character: this many rows fill the view
+            statement = cut.command(statement, char_limit // len(cut.split) + 2)
         with self.connection.cursor() as cursor:
             cursor.execute(statement)
             if cursor.description is None:
                 return renderer.result(truncated=False)
             for row in _batches(cursor):
-                renderer.add(row)
+                renderer.add(row if cut is None else cut.row(row))
                 if renderer.full:
                     return renderer.result(truncated=True)
         return renderer.result(truncated=False)
+
+    def _result_types(self, statement: str) -> list[int]:
+        """The type of each column ``statement`` returns, from the server's description of
+        it as an unnamed prepared statement (nothing runs); [] where it returns none or
+        does not parse (it then runs as it is and reports its own error)."""
+        pgconn = self.connection.pgconn
+        prepared = pgconn.prepare(b"", statement.encode())
+        if prepared.status != _COMMAND_OK:
+            return []
+        described = pgconn.describe_prepared(b"")
+        if described.status != _COMMAND_OK:
+            return []
+        return [described.ftype(k) for k in range(described.nfields)]
