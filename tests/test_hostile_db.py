@@ -91,15 +91,20 @@ BIG_RESULT = {
 }
 
 
-def test_a_huge_result_costs_a_step_one_row_of_memory(env: DBEnv, db_url: str | None) -> None:
-    query = BIG_RESULT[None if db_url is None else db_url]
+def _python_peak(env: DBEnv, query: str) -> tuple[str, str, int]:
     tracemalloc.start()
     try:
         observation, _, _, _, info = env.step(execute(query))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert info["status"] == "running"
+    return observation, info["status"], peak
+
+
+def test_a_huge_result_costs_a_step_one_row_of_memory(env: DBEnv, db_url: str | None) -> None:
+    query = BIG_RESULT[None if db_url is None else db_url]
+    observation, status, peak = _python_peak(env, query)
+    assert status == "running"
     assert observation.endswith("[TRUNCATED]") and len(observation) < 1_000
     # One value of at most 4 MB is read and decoded (a few copies); 64 would be 256 MB+.
     assert peak < 32 * 1024 * 1024, f"peak {peak >> 20} MiB"
@@ -111,15 +116,10 @@ def test_postgres_cuts_text_values_on_the_server() -> None:
     env = DBEnv(split="dev", db_url=server_url(POSTGRES_URL), statement_timeout=30)
     env.reset(seed=0)
     try:
-        tracemalloc.start()
-        try:
-            observation, _, _, _, info = env.step(
-                execute("SELECT repeat('x', 100000000), 7, repeat('y', 3) -- a comment")
-            )
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        assert info["status"] == "running"
+        observation, status, peak = _python_peak(
+            env, "SELECT repeat('x', 100000000), 7, repeat('y', 3) -- a comment"
+        )
+        assert status == "running"
         assert observation == ("[('" + "x" * 800)[:789] + "[TRUNCATED]"  # 800 in all
         assert peak < 4 * 1024 * 1024, f"peak {peak >> 20} MiB"
         # Cut columns keep their order, types and row order; short values are unchanged.
@@ -132,16 +132,6 @@ def test_postgres_cuts_text_values_on_the_server() -> None:
         assert observation == "[(None, 3, 'ab'), ('b', 2, 'ab'), ('a', 1, 'ab')]"
     finally:
         env.close()
-
-
-def _python_peak(env: DBEnv, query: str) -> tuple[str, str, int]:
-    tracemalloc.start()
-    try:
-        observation, _, _, _, info = env.step(execute(query))
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return observation, info["status"], peak
 
 
 LONG_VALUES = {
