@@ -173,6 +173,12 @@ def test_the_reference_scores_the_policys_micro_batches_when_every_episode_is_tr
     built.clear()
     updater.score(episodes, trained=[0, 1, 2, 3])
     assert built == [list(range(8)), [0, 1, 2, 3]]
+    built.clear()  # an episode without loss tokens is in no batch and needs no second build
+    silent = _episode("echo", "echo:0", [5, 6], [0, 0], reward=0.0)
+    scored = updater.score([*episodes, silent], trained=list(range(8)))
+    assert built == [list(range(8))]
+    assert scored.ref_logprobs is not None and scored.ref_logprobs[8].numel() == 0
+    assert scored.old_logprobs[8].numel() == 0 and scored.entropy[8].numel() == 0
 
 
 def test_a_step_whose_advantages_are_all_zero_leaves_the_weights_alone_when_skipping(tokenizer):

@@ -237,13 +237,14 @@ class PolicyUpdater:
     def score(self, episodes: Sequence[Episode], trained: Sequence[int] | None = None) -> Scored:
         """Log-probs and entropy of every loss token under the current (rollout) policy,
         and, when the KL term is on, reference log-probs of the episodes in ``trained``
-        (default: all; the others never reach the loss)."""
+        (default: all with a loss token; the others never reach the loss). An episode
+        without loss tokens gets empty tensors and is in no micro-batch."""
         s = self.settings
         transcripts = [episode.transcript for episode in episodes]
-        every = list(range(len(episodes)))
+        with_tokens = [i for i, episode in enumerate(episodes) if episode.generated_tokens > 0]
         old: list[torch.Tensor] = [torch.zeros(0)] * len(episodes)
         entropy: list[torch.Tensor] = [torch.zeros(0)] * len(episodes)
-        batches = list(micro_batches(transcripts, every, s.micro_batch_tokens, self.pad_token_id))
+        batches = micro_batches(transcripts, with_tokens, s.micro_batch_tokens, self.pad_token_id)
         for batch in batches:
             logp, ent = token_logprobs(self.model, batch, s.temperature, s.logprob_chunk, s.bf16)
             self._scatter(batch.members, batch.member_of_token, logp, old)
@@ -251,10 +252,8 @@ class PolicyUpdater:
         if not self._uses_reference or self.ref_model is None:
             return Scored(old, entropy, None)
         ref: list[torch.Tensor] = [torch.zeros(0)] * len(episodes)
-        if trained is not None and list(trained) != every:  # else the policy's batches serve
-            batches = list(
-                micro_batches(transcripts, trained, s.micro_batch_tokens, self.pad_token_id)
-            )
+        if trained is not None and list(trained) != with_tokens:  # else the policy's serve
+            batches = micro_batches(transcripts, trained, s.micro_batch_tokens, self.pad_token_id)
         for batch in batches:
             ref_logp, _ = token_logprobs(
                 self.ref_model, batch, s.temperature, s.logprob_chunk, s.bf16
