@@ -159,20 +159,12 @@ class _Cut:
         """None where nothing needs cutting (no limit, or only small types)."""
         if char_limit <= 0 or all(code in _SMALL_TYPES for code in type_codes):
             return None
-        n = char_limit + 1
         names = tuple(f"c{k}" for k in range(len(type_codes)))
-        parts, split = [], []
-        for name, code in zip(names, type_codes, strict=True):
-            split.append(code not in _SMALL_TYPES and code not in _TEXT_TYPES)
-            if code in _TEXT_TYPES:
-                parts.append(f"left({name}, {n})")
-            elif split[-1]:
-                long = f"length({name}::text) > {n}"
-                parts.append(f"CASE WHEN {long} THEN NULL ELSE {name} END")
-                parts.append(f"CASE WHEN {long} THEN left({name}::text, {n}) END")
-            else:
-                parts.append(name)
-        return cls(", ".join(parts), names, tuple(split))
+        columns = [
+            _cut_column(n, c, char_limit + 1) for n, c in zip(names, type_codes, strict=True)
+        ]
+        select = ", ".join(part for parts in columns for part in parts)
+        return cls(select, names, tuple(len(parts) == 2 for parts in columns))
 
     def row(self, values: Sequence[Any]) -> tuple[Any, ...]:
         """A row of the cut query as the original query's row."""
@@ -189,18 +181,38 @@ class _Cut:
 
     def query(self, statement: str) -> str:
         """``statement`` (a query) as a subquery under the cut select list."""
-        inner = statement.rstrip().rstrip(";")  # a line break: a trailing -- comment ends there
+        inner = _without_final_semicolon(statement)
         return f"SELECT {self.select} FROM ({inner}\n) AS agentgym_cut({', '.join(self.names)})"
 
     def command(self, statement: str, rows: int) -> str:
         """``statement`` (an ``INSERT``/``UPDATE``/``DELETE ... RETURNING``) in a ``WITH``
         whose query reads at most ``rows`` of its rows, cut. The command itself still
         runs to completion (PostgreSQL runs data-modifying ``WITH`` parts whole)."""
-        inner = statement.rstrip().rstrip(";")
+        inner = _without_final_semicolon(statement)
         return (
             f"WITH agentgym_cut({', '.join(self.names)}) AS ({inner}\n) "
             f"SELECT {self.select} FROM agentgym_cut LIMIT {rows}"
         )
+
+
+def _cut_column(name: str, type_code: int, n: int) -> tuple[str, ...]:
+    """A column's select-list entries: itself (a small type), ``left(c, n)`` (text), or
+    (short value, long text) for any other type, whose text may be long."""
+    if type_code in _SMALL_TYPES:
+        return (name,)
+    if type_code in _TEXT_TYPES:
+        return (f"left({name}, {n})",)
+    long = f"length({name}::text) > {n}"
+    return (
+        f"CASE WHEN {long} THEN NULL ELSE {name} END",
+        f"CASE WHEN {long} THEN left({name}::text, {n}) END",
+    )
+
+
+def _without_final_semicolon(statement: str) -> str:
+    """``statement`` to nest in another; the caller closes it on a new line, so that a
+    trailing ``--`` comment ends there."""
+    return statement.rstrip().rstrip(";")
 
 
 _RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
@@ -243,7 +255,7 @@ class PostgresEpisode(ServerEpisode):
 
     def _run_query(self, statement: str, char_limit: int) -> QueryResult:
         """A query through a server-side cursor, so unread rows are never produced, and
-        with its text columns cut on the server (:func:`_cut_text_columns`), so no value
+        with its long values cut on the server (:class:`_Cut`), so no value
         longer than the observation can show is sent."""
         self._cursors += 1
         renderer = RowRenderer(char_limit)
