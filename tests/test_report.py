@@ -157,3 +157,12 @@ def test_an_sft_only_run_without_metrics_gets_its_eval_table(tmp_path: Path) -> 
     text = diagnose_run(run).read_text()
     assert "RL steps: 0; tasks: none." in text
     assert "| after_sft | 0.250 | 0.125 | 0.188 |" in text
+
+
+def test_the_eval_table_names_the_split_it_was_played_on(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    assert "## Success on the dev split" in diagnose_run(run).read_text()
+    for path in run.glob("eval_*.json"):
+        path.write_text(path.read_text().replace('"split": "dev"', '"split": "test"'))
+    text = diagnose_run(run).read_text()
+    assert "## Success on the test split" in text and "dev split" not in text

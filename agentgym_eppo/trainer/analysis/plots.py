@@ -81,8 +81,10 @@ def plot_task_series(
     return save_figure(figure, stem)
 
 
-def plot_eval_success(success: Mapping[str, Mapping[str, float]], *, stem: Path) -> list[Path]:
-    """Grouped bars: dev success per task (groups) at each evaluated stage (bars)."""
+def plot_eval_success(
+    success: Mapping[str, Mapping[str, float]], *, stem: Path, split: str = "dev"
+) -> list[Path]:
+    """Grouped bars: success on ``split`` per task (groups) at each evaluated stage (bars)."""
     stages = list(success)
     tasks = ordered_tasks({task for per_task in success.values() for task in per_task})
     figure = Figure(figsize=(7.0, 3.8))
@@ -95,7 +97,7 @@ def plot_eval_success(success: Mapping[str, Mapping[str, float]], *, stem: Path)
         offset = (k - (len(stages) - 1) / 2) * width
         axes.bar(positions + offset, heights, width, label=stage, color=shade)
     axes.set_xticks(positions, tasks)
-    axes.set(title="Dev success per task", ylabel="success rate", ylim=(0, 1.05))
+    axes.set(title=f"Success per task ({split} split)", ylabel="success rate", ylim=(0, 1.05))
     axes.grid(axis="y", alpha=0.3)
     if stages:
         axes.legend(fontsize="small", frameon=False)

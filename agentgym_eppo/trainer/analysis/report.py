@@ -56,23 +56,25 @@ def diagnose_run(run_dir: str | Path) -> Path:
     run = Path(run_dir)
     if not run.is_dir():
         raise FileNotFoundError(f"{run} is not a directory; pass a run directory")
-    evals = {stage: eval_success(report) for stage, report in read_evals(run).items()}
+    reports = read_evals(run)
+    evals = {stage: eval_success(report) for stage, report in reports.items()}
+    split = " + ".join(sorted({str(r.get("split", "dev")) for r in reports.values()})) or "dev"
     if (run / METRICS_FILE).is_file() or not evals:
         metrics = read_metrics(run)
     else:
         metrics = RunMetrics(steps=np.empty(0, dtype=np.int64), records=())
     diagnostics = run_diagnostics(metrics) if metrics.num_steps else None
 
-    plots = _write_plots(run / PLOTS_DIR, metrics, evals)
+    plots = _write_plots(run / PLOTS_DIR, metrics, evals, split)
     summary = _summary(run, metrics, evals, diagnostics)
     (run / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, allow_nan=True) + "\n")
     markdown = run / SUMMARY_MD
-    markdown.write_text(_markdown(run, metrics, evals, diagnostics, plots), encoding="utf-8")
+    markdown.write_text(_markdown(run, metrics, evals, diagnostics, plots, split), encoding="utf-8")
     return markdown
 
 
 def _write_plots(
-    plots_dir: Path, metrics: RunMetrics, evals: dict[str, dict[str, float]]
+    plots_dir: Path, metrics: RunMetrics, evals: dict[str, dict[str, float]], split: str
 ) -> dict[str, Path]:
     """Draw every plot the run has data for; map plot name to its PNG."""
     written: dict[str, Path] = {}
@@ -91,7 +93,8 @@ def _write_plots(
             )
             written[stem] = paths[0]
     if evals:
-        written["eval_success"] = plot_eval_success(evals, stem=plots_dir / "eval_success")[0]
+        stem = plots_dir / "eval_success"
+        written["eval_success"] = plot_eval_success(evals, stem=stem, split=split)[0]
     return written
 
 
@@ -133,6 +136,7 @@ def _markdown(
     evals: dict[str, dict[str, float]],
     diagnostics: EntropyDiagnostics | None,
     plots: dict[str, Path],
+    split: str,
 ) -> str:
     tasks = ordered_tasks(metrics.task_ids)
     lines = [f"# Diagnostics of `{run.name}`", ""]
@@ -153,7 +157,7 @@ def _markdown(
             "",
             _per_task_table(metrics, diagnostics, tasks, window),
         ]
-    lines += ["", "## Dev success", ""]
+    lines += ["", f"## Success on the {split} split", ""]
     lines.append(_eval_table(evals) if evals else "No `eval_*.json` in the run directory.")
     if plots:
         lines += ["", "## Plots", ""]
