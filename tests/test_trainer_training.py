@@ -377,9 +377,11 @@ def test_a_run_killed_after_a_step_resumes_to_the_same_next_step(tmp_path):
         "success",
         "reward",
         "episode_length",
+        "mixed_groups",
         "aborts",
         "tokens",
     } <= set(step["tasks"]["echo"])
+    assert 0.0 <= step["tasks"]["echo"]["mixed_groups"] <= 1.0
 
 
 def test_config_reads_yaml_and_applies_overrides(tmp_path):

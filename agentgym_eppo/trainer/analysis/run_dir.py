@@ -215,6 +215,23 @@ class MetricsWriter:
             self._tb.close()
 
 
+def mixed_group_share(episodes: Sequence[Episode]) -> float:
+    """The share of the episodes' GRPO groups whose rewards are not all equal: the groups
+    that give a group-relative advantage anything but zero.
+
+    >>> from agentgym_eppo.trainer.rollout.chat import Transcript
+    >>> from agentgym_eppo.trainer.rollout.episodes import Episode
+    >>> def played(group, reward):
+    ...     return Episode(0, "os", group, "s", Transcript([1], [1]), reward=reward)
+    >>> mixed_group_share([played("a", 1.0), played("a", 0.0), played("b", 0.0), played("b", 0.0)])
+    0.5
+    """
+    rewards: dict[str, set[float]] = defaultdict(set)
+    for episode in episodes:
+        rewards[episode.group].add(episode.reward)
+    return sum(len(r) > 1 for r in rewards.values()) / max(1, len(rewards))
+
+
 def step_record(
     step: int,
     episodes: Sequence[Episode],
@@ -235,6 +252,7 @@ def step_record(
             "success": sum(e.success for e in played) / len(played),
             "reward": sum(e.reward for e in played) / len(played),
             "episode_length": sum(e.turns for e in played) / len(played),
+            "mixed_groups": mixed_group_share(played),
             "aborts": dict(Counter(e.status for e in played if e.status != "completed")),
             "tokens": result.task_tokens.get(task_id, 0),
             "entropy": result.task_entropy.get(task_id),
