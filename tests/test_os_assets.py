@@ -98,6 +98,13 @@ def _attempt(env: OSEnv, index: int, warmup: int) -> tuple[str, bool, str] | Non
         return (str(index), False, f"sandbox did not start: {error}")
     assert env.sandbox is not None
     empty_passes = judge(env.record, "", env.sandbox) if not warmup else False
+    if not warmup:
+        # A check stops the agent's processes while it runs, and the shell then reports
+        # its background jobs as "Stopped" before its next prompt: the expert's
+        # `pgrep -xc` answer read "[1] Stopped ...\n3" about one time in 30. An episode
+        # is judged after its last turn, so only this early judge exposes the notices;
+        # a no-op command takes them.
+        env.sandbox.run_command("true", env.command_timeout)
     rng = random.Random(index)
     for script in rng.choices(RANDOM_COMMANDS, k=warmup):
         env.step({"name": "bash_action", "arguments": {"script": script}})
