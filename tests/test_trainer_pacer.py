@@ -80,6 +80,14 @@ def test_late_task_joins_without_touching_the_others_state():
     assert clip["webshop"] > 0.2
 
 
+def test_a_step_without_any_task_paces_nothing():
+    # dynamic sampling can leave a step with no trained task, even the first one
+    pacer = EPPOPacer()
+    assert pacer.update({}) == {}
+    assert pacer.update({"os": 2.0}) == {"os": 0.2}
+    assert pacer.update({}) == {} and pacer.tasks["os"].ema == 2.0
+
+
 def test_bad_entropy_and_bad_hyperparameters_are_refused():
     pacer = EPPOPacer()
     with pytest.raises(ValueError, match=r"entropy of task 'os' must be a finite number >= 0"):

@@ -333,12 +333,14 @@ def _config(tmp_path: Path, *extra: str):
 
 
 @pytest.mark.slow
-def test_a_run_killed_after_a_step_resumes_to_the_same_next_step(tmp_path):
-    straight = run_training(_config(tmp_path / "straight"))
-    interrupted = _config(tmp_path / "resumed")
+@pytest.mark.parametrize("sampling", ["", "rl.dynamic_sampling_rounds=3"])
+def test_a_run_killed_after_a_step_resumes_to_the_same_next_step(tmp_path, sampling):
+    options = [sampling] if sampling else []
+    straight = run_training(_config(tmp_path / "straight", *options))
+    interrupted = _config(tmp_path / "resumed", *options)
     run_training(interrupted, stop_after_step=1)
     assert not (tmp_path / "resumed" / "eval_after_rl.json").exists()
-    resumed = run_training(_config(tmp_path / "resumed", "resume=true"))
+    resumed = run_training(_config(tmp_path / "resumed", "resume=true", *options))
 
     def weights(run):
         from safetensors.torch import load_file
@@ -382,6 +384,37 @@ def test_a_run_killed_after_a_step_resumes_to_the_same_next_step(tmp_path):
         "tokens",
     } <= set(step["tasks"]["echo"])
     assert 0.0 <= step["tasks"]["echo"]["mixed_groups"] <= 1.0
+
+
+@pytest.mark.slow
+def test_dynamic_sampling_trains_only_groups_whose_rewards_differ(tmp_path, monkeypatch):
+    updates: list[list[Episode]] = []
+    original = PolicyUpdater.step
+
+    def recorded(self, episodes, generator):
+        updates.append(list(episodes))
+        return original(self, episodes, generator)
+
+    monkeypatch.setattr(PolicyUpdater, "step", recorded)
+    run = tmp_path / "run"
+    run_training(
+        _config(run, "rl.dynamic_sampling_rounds=3", "rl.steps=4", "eval.stages=[]")
+    )
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == len(updates) == 4
+    slots, wanted = 8, 2  # two tasks of 4 slots, groups of 4
+    for record, trained in zip(records, updates, strict=True):
+        g = record["global"]
+        groups: dict[str, set[float]] = {}
+        for episode in trained:
+            groups.setdefault(episode.group, set()).add(episode.reward)
+        assert all(len(rewards) > 1 for rewards in groups.values()), groups
+        assert all(len([e for e in trained if e.group == k]) == 4 for k in groups)
+        assert 1 <= g["rounds"] <= 3 and g["episodes"] == slots * g["rounds"]
+        assert g["trained_episodes"] == len(trained)
+        assert g["rounds"] == 3 or len(groups) >= wanted  # stops early only when full
+    # the filter had something to remove: some played group ended alike
+    assert any(r["global"]["trained_episodes"] < r["global"]["episodes"] for r in records)
 
 
 def test_config_reads_yaml_and_applies_overrides(tmp_path):

@@ -216,6 +216,14 @@ class RLConfig:
         "terms. Off by default (the paper trains on every episode).",
         False,
     )
+    dynamic_sampling_rounds: int = _help(
+        "DAPO's dynamic sampling (arXiv 2503.14476, sec. 3.2): with more than 1, a step "
+        "plays rounds of fresh groups (every slot, new instances) and trains only the groups "
+        "whose rewards differ, stopping once it holds as many such groups as one round has "
+        "groups, or after this many rounds. 1 = off: one round, every group trained (the "
+        "paper's way).",
+        1,
+    )
     save_every: int = _help("Checkpoint every this many steps (and at the end).", 10)
     keep_checkpoints: int = _help("How many RL checkpoints to keep.", 2)
 
@@ -225,6 +233,11 @@ class EvalConfig:
     """Evaluation on held-out instances."""
 
     split: str = _help("Task split evaluated.", "dev")
+    tasks: list[str] | None = _help(
+        "Tasks evaluated; None = the trained ones (``tasks``). RL on a subset can still be "
+        "scored on every task.",
+        None,
+    )
     stages: list[str] = field(
         default_factory=lambda: list(EVAL_STAGES),
         metadata={"help": "When to evaluate: before_sft, after_sft, after_rl."},
@@ -318,6 +331,8 @@ class TrainConfig:
         unknown = [stage for stage in self.eval.stages if stage not in EVAL_STAGES]
         if unknown:
             raise ValueError(f"eval.stages may hold {EVAL_STAGES}, got {unknown}")
+        if self.eval.tasks is not None and not self.eval.tasks:
+            raise ValueError("eval.tasks must name at least one task (or be null: the trained ones)")
         if self.eval.temperature < 0 or self.eval.samples_per_instance < 1:
             raise ValueError("eval.temperature must be >= 0 and eval.samples_per_instance >= 1")
         if self.rollout.prompt not in ("full", "compact"):
@@ -366,6 +381,8 @@ def _check_rl(r: RLConfig) -> None:
         )
     if r.micro_batch_tokens < 1 or r.logprob_chunk < 1:
         raise ValueError("rl.micro_batch_tokens and rl.logprob_chunk must be >= 1")
+    if r.dynamic_sampling_rounds < 1:
+        raise ValueError("rl.dynamic_sampling_rounds must be >= 1 (1 = off)")
     if r.save_every < 1 or r.keep_checkpoints < 1:
         raise ValueError("rl.save_every and rl.keep_checkpoints must be >= 1")
 

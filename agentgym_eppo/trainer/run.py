@@ -54,7 +54,9 @@ from agentgym_eppo.trainer.distributed.launch import (
 from agentgym_eppo.trainer.distributed.ray_cluster import connect
 from agentgym_eppo.trainer.rollout.engine import RolloutEngine
 from agentgym_eppo.trainer.rollout.episodes import (
+    Episode,
     RolloutLimits,
+    mixed_groups,
     play_episodes,
     slot_info,
     start_episode,
@@ -91,8 +93,14 @@ def step_seed(seed: int, step: int) -> int:
     return (int(seed) * 1_000_003 + int(step) * 7_919) % (2**31 - 1)
 
 
+def evaluated_tasks(config: TrainConfig) -> list[str]:
+    """The tasks the evaluations play: ``eval.tasks``, else the trained ones."""
+    return list(config.eval.tasks) if config.eval.tasks is not None else list(config.tasks)
+
+
 def env_kwargs_for(config: TrainConfig) -> dict[str, dict[str, Any]]:
-    kwargs = {task: dict(config.env_kwargs.get(task, {})) for task in config.tasks}
+    names = dict.fromkeys([*config.tasks, *evaluated_tasks(config)])
+    kwargs = {task: dict(config.env_kwargs.get(task, {})) for task in names}
     if config.rollout.max_turns is not None:
         for values in kwargs.values():
             values.setdefault("max_turns", config.rollout.max_turns)
@@ -154,7 +162,7 @@ class Trainer:
         result = evaluate_policy(
             self.engine(),
             self.tokenizer,
-            list(self.config.tasks),
+            evaluated_tasks(self.config),
             stage=stage,
             split=e.split,
             max_instances=e.max_instances_per_task,
@@ -341,17 +349,10 @@ class Trainer:
         limits: RolloutLimits,
     ) -> dict[str, Any]:
         started = time.perf_counter()
-        observations, infos = venv.reset(seed=step_seed(self.config.seed, step))
-        episodes = [
-            start_episode(
-                self.tokenizer, i, observations[i], slot_info(infos, i), self.config.rollout.prompt
-            )
-            for i in range(venv.num_envs)
-        ]
-        play_episodes(venv, episodes, engine, self.tokenizer, limits)
+        played, trained, rounds = self._sample(step, venv, engine, limits)
         rollout_seconds = time.perf_counter() - started
         generator = torch.Generator().manual_seed(step_seed(self.config.seed, step))
-        result = updater.step(episodes, generator)
+        result = updater.step(trained, generator)
         engine.update_weights(updater.model)  # the weight sync (a no-op for the in-process engine)
         clip_policy = updater.clip_policy
         if isinstance(clip_policy, EPPOClip) and clip_policy.taskwise:
@@ -359,7 +360,41 @@ class Trainer:
         else:
             tracker.update(result.task_entropy)
             paces = tracker.tasks
-        return step_record(step, episodes, result, paces, rollout_seconds, started)
+        return step_record(
+            step, played, result, paces, rollout_seconds, started, trained=trained, rounds=rounds
+        )
+
+    def _sample(
+        self, step: int, venv: Any, engine: RolloutEngine, limits: RolloutLimits
+    ) -> tuple[list[Episode], list[Episode], int]:
+        """One step's episodes: ``(played, trained, rounds)``. One round trains every
+        group; with ``rl.dynamic_sampling_rounds`` > 1, further rounds (the instance streams
+        go on from the step's seed, so a resumed run draws the same) are played until the
+        groups with differing rewards fill one round's worth of groups."""
+        played = self._play_round(venv, engine, limits, step_seed(self.config.seed, step))
+        most = self.config.rl.dynamic_sampling_rounds
+        if most == 1:
+            return played, played, 1
+        wanted = venv.num_envs // self.config.rollout.group_size
+        trained, rounds = mixed_groups(played), 1
+        while rounds < most and len({e.group for e in trained}) < wanted:
+            more = self._play_round(venv, engine, limits, None)
+            played, trained, rounds = played + more, trained + mixed_groups(more), rounds + 1
+        return played, trained, rounds
+
+    def _play_round(
+        self, venv: Any, engine: RolloutEngine, limits: RolloutLimits, seed: int | None
+    ) -> list[Episode]:
+        """Reset every slot (reseeding the instance streams with ``seed``, unless None) and
+        play the episodes to their ends."""
+        observations, infos = venv.reset(seed=seed)
+        episodes = [
+            start_episode(
+                self.tokenizer, i, observations[i], slot_info(infos, i), self.config.rollout.prompt
+            )
+            for i in range(venv.num_envs)
+        ]
+        return play_episodes(venv, episodes, engine, self.tokenizer, limits)
 
     def _save_rl(
         self,
@@ -486,7 +521,8 @@ def _available_tasks_only(config: TrainConfig, console: Console) -> TrainConfig:
                 return f"{split} split unavailable ({type(error).__name__}: {error})"
         return None
 
-    problems = {name: problem(name) for name in config.tasks}
+    names = dict.fromkeys([*config.tasks, *evaluated_tasks(config)])
+    problems = {name: problem(name) for name in names}
     missing = [name for name, reason in problems.items() if reason is not None]
     if not missing:
         return config
@@ -497,6 +533,8 @@ def _available_tasks_only(config: TrainConfig, console: Console) -> TrainConfig:
         console.print(f"[bold yellow]skipping task {name}: {problems[name]}[/]")
     trimmed = copy.deepcopy(config)
     trimmed.tasks = kept
+    if trimmed.eval.tasks is not None:
+        trimmed.eval.tasks = [name for name in trimmed.eval.tasks if name not in missing]
     # Per-task settings of a skipped task go with it (they would name a task the run lacks).
     for per_task in (trimmed.sft.episodes_by_task, trimmed.eval.instances_by_task):
         for name in missing:

@@ -100,6 +100,8 @@ class EPPOPacer:
         self.step += 1
         for task_id, value in entropy.items():
             self._track(task_id, float(value))
+        if not self.tasks:  # no task has had tokens yet (e.g. a step that trained nothing)
+            return {}
         ratios = {task_id: pace.collapse_ratio for task_id, pace in self.tasks.items()}
         mean = sum(ratios.values()) / len(ratios)
         std = math.sqrt(sum((r - mean) ** 2 for r in ratios.values()) / len(ratios))  # ddof 0

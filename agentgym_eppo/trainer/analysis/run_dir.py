@@ -217,7 +217,8 @@ class MetricsWriter:
 
 def mixed_group_share(episodes: Sequence[Episode]) -> float:
     """The share of the episodes' GRPO groups whose rewards are not all equal: the groups
-    that give a group-relative advantage anything but zero.
+    that give a group-relative advantage anything but zero (``task_error`` episodes, which
+    the update leaves out, do not count: :func:`~agentgym_eppo.trainer.rollout.episodes.group_rewards`).
 
     >>> from agentgym_eppo.trainer.rollout.chat import Transcript
     >>> from agentgym_eppo.trainer.rollout.episodes import Episode
@@ -226,9 +227,9 @@ def mixed_group_share(episodes: Sequence[Episode]) -> float:
     >>> mixed_group_share([played("a", 1.0), played("a", 0.0), played("b", 0.0), played("b", 0.0)])
     0.5
     """
-    rewards: dict[str, set[float]] = defaultdict(set)
-    for episode in episodes:
-        rewards[episode.group].add(episode.reward)
+    from agentgym_eppo.trainer.rollout.episodes import group_rewards  # (no torch at import)
+
+    rewards = group_rewards(episodes)
     return sum(len(r) > 1 for r in rewards.values()) / max(1, len(rewards))
 
 
@@ -239,8 +240,13 @@ def step_record(
     paces: Mapping[str, Any],
     rollout_seconds: float,
     started: float,
+    *,
+    trained: Sequence[Episode] | None = None,
+    rounds: int = 1,
 ) -> dict[str, Any]:
-    """The ``metrics.jsonl`` record of one RL step (every field: ``docs/trainer.md``)."""
+    """The ``metrics.jsonl`` record of one RL step (every field: ``docs/trainer.md``).
+    ``episodes`` are all the step played; ``trained`` those given to the update (all of
+    them unless dynamic sampling, over ``rounds`` rounds, kept fewer)."""
     by_task: dict[str, list[Episode]] = defaultdict(list)
     for episode in episodes:
         by_task[episode.task_id].append(episode)
@@ -272,6 +278,8 @@ def step_record(
             "grad_norm": result.grad_norm,
             "tokens": result.tokens,
             "episodes": len(episodes),
+            "trained_episodes": len(episodes if trained is None else trained),
+            "rounds": rounds,
             "success": sum(e.success for e in episodes) / max(1, len(episodes)),
             "reward": sum(e.reward for e in episodes) / max(1, len(episodes)),
             "seconds": seconds,

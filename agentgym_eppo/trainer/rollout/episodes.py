@@ -156,3 +156,30 @@ def _finish(episode: Episode, outcome: Any) -> None:
     episode.success = bool(info.get("success", False))
     episode.score = float(info.get("score", 0.0))
     episode.info = info
+
+
+def group_rewards(episodes: Sequence[Episode]) -> dict[str, set[float]]:
+    """Each GRPO group's distinct rewards. ``task_error`` episodes are left out, as the
+    update leaves them out of the advantages: a group whose only difference is a task
+    error carries no signal.
+
+    >>> from agentgym_eppo.trainer.rollout.chat import Transcript
+    >>> def played(group, reward, status="completed"):
+    ...     return Episode(0, "os", group, "s", Transcript([1], [1]), reward=reward, status=status)
+    >>> group_rewards([played("a", 1.0), played("a", 0.0), played("b", 0.0),
+    ...                played("b", -0.2, "task_error")])
+    {'a': {0.0, 1.0}, 'b': {0.0}}
+    """
+    rewards: dict[str, set[float]] = {}
+    for episode in episodes:
+        if episode.status != Status.TASK_ERROR.value:
+            rewards.setdefault(episode.group, set()).add(episode.reward)
+    return rewards
+
+
+def mixed_groups(episodes: Sequence[Episode]) -> list[Episode]:
+    """The episodes of the groups whose rewards differ (:func:`group_rewards`): the only
+    ones a group-relative advantage gives anything but zero; what DAPO's dynamic
+    sampling keeps."""
+    mixed = {group for group, rewards in group_rewards(episodes).items() if len(rewards) > 1}
+    return [episode for episode in episodes if episode.group in mixed]
