@@ -454,6 +454,8 @@ def test_config_reads_yaml_and_applies_overrides(tmp_path):
             r"tasks.db = 6 slots must be a positive multiple of rollout.group_size \(8\)",
         ),
         ("rl.steps=many", r"rl.steps: expected int, got 'many'"),
+        ("rl.dynamic_sampling_rounds=0", r"^rl.dynamic_sampling_rounds must be >= 1 \(1 = off\)$"),
+        ("eval.tasks=[]", r"^eval.tasks must name at least one task"),
         ("seed", r"an override is key=value"),
     ],
 )
@@ -555,6 +557,25 @@ def test_a_skipped_task_takes_its_per_task_settings_with_it(tmp_path):
     assert list(trimmed.tasks) == ["trainer_test_envs:Echo-v0"]
     assert trimmed.sft.episodes_by_task == {}
     assert trimmed.eval.instances_by_task == {"trainer_test_envs:Echo-v0": 2}
+
+
+@pytest.mark.slow
+def test_rl_on_one_task_is_scored_on_every_task_named_in_eval_tasks(tmp_path):
+    echo, lookup = "trainer_test_envs:Echo-v0", "trainer_test_envs:Lookup-v0"
+    run = tmp_path / "run"
+    run_training(
+        _config(
+            run,
+            f"tasks={{{echo}: 4}}",
+            f"eval.tasks=[{echo}, {lookup}]",
+            "eval.stages=[after_rl]",
+            "rl.steps=1",
+        )
+    )
+    record = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+    assert set(record["tasks"]) == {"echo"}  # RL played Echo only
+    result = json.loads((run / "eval_after_rl.json").read_text())
+    assert set(result["tasks"]) == {"echo", "lookup"}
 
 
 def test_the_run_summary_prints_dev_success_and_reward_per_stage(tmp_path):
