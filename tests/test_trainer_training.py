@@ -397,9 +397,7 @@ def test_dynamic_sampling_trains_only_groups_whose_rewards_differ(tmp_path, monk
 
     monkeypatch.setattr(PolicyUpdater, "step", recorded)
     run = tmp_path / "run"
-    run_training(
-        _config(run, "rl.dynamic_sampling_rounds=3", "rl.steps=4", "eval.stages=[]")
-    )
+    run_training(_config(run, "rl.dynamic_sampling_rounds=3", "rl.steps=4", "eval.stages=[]"))
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(records) == len(updates) == 4
     slots, wanted = 8, 2  # two tasks of 4 slots, groups of 4

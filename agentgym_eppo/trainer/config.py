@@ -233,10 +233,12 @@ class EvalConfig:
     """Evaluation on held-out instances."""
 
     split: str = _help("Task split evaluated.", "dev")
-    tasks: list[str] | None = _help(
-        "Tasks evaluated; None = the trained ones (``tasks``). RL on a subset can still be "
-        "scored on every task.",
-        None,
+    tasks: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Tasks evaluated; None = the trained ones (``tasks``): RL on a subset "
+            "can still be scored on every task."
+        },
     )
     stages: list[str] = field(
         default_factory=lambda: list(EVAL_STAGES),
@@ -332,7 +334,9 @@ class TrainConfig:
         if unknown:
             raise ValueError(f"eval.stages may hold {EVAL_STAGES}, got {unknown}")
         if self.eval.tasks is not None and not self.eval.tasks:
-            raise ValueError("eval.tasks must name at least one task (or be null: the trained ones)")
+            raise ValueError(
+                "eval.tasks must name at least one task (or be null: the trained ones)"
+            )
         if self.eval.temperature < 0 or self.eval.samples_per_instance < 1:
             raise ValueError("eval.temperature must be >= 0 and eval.samples_per_instance >= 1")
         if self.rollout.prompt not in ("full", "compact"):

@@ -93,8 +93,9 @@ def _write_plots(
             )
             written[stem] = paths[0]
     if evals:
-        stem = plots_dir / "eval_success"
-        written["eval_success"] = plot_eval_success(evals, stem=stem, split=split)[0]
+        written["eval_success"] = plot_eval_success(
+            evals, stem=plots_dir / "eval_success", split=split
+        )[0]
     return written
 
 
