@@ -584,7 +584,11 @@ def test_the_run_summary_prints_dev_success_and_reward_per_stage(tmp_path):
     from agentgym_eppo.trainer.run import _print_summary
 
     for stage, reward in (("after_sft", -0.1), ("after_rl", 0.25)):
-        result = {"tasks": {"os": {"success": 0.5, "reward": reward}}, "mean_success": 0.5}
+        result = {
+            "tasks": {"os": {"success": 0.5, "reward": reward}},
+            "mean_success": 0.5,
+            "split": "dev",
+        }
         (tmp_path / f"eval_{stage}.json").write_text(json.dumps(result))
     console = Console(record=True, width=100)
     trainer = SimpleNamespace(
@@ -594,6 +598,24 @@ def test_the_run_summary_prints_dev_success_and_reward_per_stage(tmp_path):
     text = console.export_text()
     assert "dev success per task (seed 7)" in text and "dev reward per task (seed 7)" in text
     assert "-0.100" in text and "0.250" in text and "before_sft" not in text
+
+
+def test_the_run_summary_names_the_split_it_was_played_on(tmp_path):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    result = {"tasks": {"os": {"success": 0.5, "reward": 0.5}}, "mean_success": 0.5}
+    (tmp_path / "eval_after_rl.json").write_text(json.dumps({**result, "split": "test"}))
+    console = Console(record=True, width=100)
+    trainer = SimpleNamespace(
+        run_dir=tmp_path, config=SimpleNamespace(seed=0), console=console, log=console.print
+    )
+    from agentgym_eppo.trainer.run import _print_summary
+
+    _print_summary(trainer, 60.0)  # type: ignore[arg-type]
+    text = console.export_text()
+    assert "test success per task" in text and "dev" not in text
 
 
 @pytest.mark.parametrize("name", ["demo-cpu.yaml", "scratch-cpu.yaml"])

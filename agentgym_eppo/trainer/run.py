@@ -41,6 +41,7 @@ from agentgym_eppo.trainer.analysis.run_dir import (
     EVAL_STAGES,
     MetricsWriter,
     eval_path,
+    evals_split,
     step_record,
     write_eval,
 )
@@ -565,8 +566,9 @@ def _diagnose(trainer: Trainer) -> None:
 
 
 def _print_summary(trainer: Trainer, seconds: float) -> None:
-    """Per-task dev success, and dev reward beside it: an RL step can only move what its
-    reward reaches, and a policy that stops aborting (-0.2) gains reward before success."""
+    """Per-task success on the evaluated split, and reward beside it: an RL step can only
+    move what its reward reaches, and a policy that stops aborting (-0.2) gains reward
+    before success."""
     import json
 
     stages = []
@@ -576,8 +578,9 @@ def _print_summary(trainer: Trainer, seconds: float) -> None:
             stages.append((stage, json.loads(path.read_text(encoding="utf-8"))))
     tasks = sorted({t for _, result in stages for t in result["tasks"]})
     seed = trainer.config.seed
+    split = evals_split(result for _, result in stages)
     for measure in ("success", "reward"):
-        table = Table(title=f"dev {measure} per task (seed {seed})")
+        table = Table(title=f"{split} {measure} per task (seed {seed})")
         table.add_column("stage")
         for task in tasks:
             table.add_column(task, justify="right")

@@ -25,7 +25,15 @@ from numpy.typing import NDArray
 
 from .diagnostics import LATE_TAIL, EntropyDiagnostics, diagnose_curves, finite_mean, late_window
 from .plots import ordered_tasks, plot_eval_success, plot_task_series
-from .run_dir import METRICS_FILE, RunMetrics, eval_success, json_safe, read_evals, read_metrics
+from .run_dir import (
+    METRICS_FILE,
+    RunMetrics,
+    eval_success,
+    evals_split,
+    json_safe,
+    read_evals,
+    read_metrics,
+)
 
 SUMMARY_MD = "diagnostics.md"
 SUMMARY_JSON = "diagnostics.json"
@@ -58,7 +66,7 @@ def diagnose_run(run_dir: str | Path) -> Path:
         raise FileNotFoundError(f"{run} is not a directory; pass a run directory")
     reports = read_evals(run)
     evals = {stage: eval_success(report) for stage, report in reports.items()}
-    split = " + ".join(sorted({str(r.get("split", "dev")) for r in reports.values()})) or "dev"
+    split = evals_split(reports.values())
     if (run / METRICS_FILE).is_file() or not evals:
         metrics = read_metrics(run)
     else:

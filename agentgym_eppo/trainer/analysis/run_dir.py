@@ -17,7 +17,7 @@ import json
 import math
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -133,6 +133,16 @@ def read_evals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
         found[str(report.get("stage") or path.stem.removeprefix("eval_"))] = report
     order = {stage: position for position, stage in enumerate(EVAL_STAGES)}
     return dict(sorted(found.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
+
+
+def evals_split(results: Iterable[Mapping[str, Any]]) -> str:
+    """The split the evaluations were played on, for a heading ("dev + test" if they
+    differ; "dev" for files written before evaluations named their split).
+
+    >>> evals_split([{"split": "test"}, {"split": "test"}]), evals_split([])
+    ('test', 'dev')
+    """
+    return " + ".join(sorted({str(r.get("split", "dev")) for r in results})) or "dev"
 
 
 def eval_path(run_dir: str | Path, stage: str) -> Path:
