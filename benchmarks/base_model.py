@@ -39,6 +39,7 @@ from agentgym_eppo.trainer.config import TrainConfig, load_config
 from agentgym_eppo.trainer.evaluation import evaluate_policy
 from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
+from agentgym_eppo.trainer.run import evaluated_tasks
 from agentgym_eppo.trainer.training.models import load_policy
 
 from .machine import cpu_model
@@ -76,12 +77,12 @@ def evaluate(
     result = evaluate_policy(
         engine,
         tokenizer,
-        extra.pop("tasks", list(protocol.tasks)),
+        extra.pop("tasks", evaluated_tasks(protocol)),
         stage="base",
         split=e.split,
         max_instances=extra.pop("max_instances", None),
         limits=RolloutLimits(r.max_tokens_per_turn, r.max_context, e.temperature),
-        slots_per_task=max(protocol.tasks.values()),
+        slots_per_task=e.slots_per_task,
         backend=r.backend,
         env_kwargs=extra.pop("env_kwargs", protocol.env_kwargs),
         seed=protocol.seed,

@@ -454,6 +454,7 @@ def test_config_reads_yaml_and_applies_overrides(tmp_path):
         ("rl.steps=many", r"rl.steps: expected int, got 'many'"),
         ("rl.dynamic_sampling_rounds=0", r"^rl.dynamic_sampling_rounds must be >= 1 \(1 = off\)$"),
         ("eval.tasks=[]", r"^eval.tasks must name at least one task"),
+        ("eval.slots_per_task=0", r"^eval.slots_per_task must be >= 1$"),
         ("seed", r"an override is key=value"),
     ],
 )
@@ -574,6 +575,38 @@ def test_rl_on_one_task_is_scored_on_every_task_named_in_eval_tasks(tmp_path):
     assert set(record["tasks"]) == {"echo"}  # RL played Echo only
     result = json.loads((run / "eval_after_rl.json").read_text())
     assert set(result["tasks"]) == {"echo", "lookup"}
+
+
+def test_the_evaluation_does_not_depend_on_the_training_slots(tmp_path, tokenizer, monkeypatch):
+    # the protocol scores every method alike: which sample an attempt draws follows the
+    # eval's slot layout, so the layout is the protocol's, not the training `tasks`' slots
+    import agentgym_eppo.trainer.run as run_module
+
+    policy = tmp_path / "policy"
+    _model(tokenizer).save_pretrained(policy)
+    tokenizer.save_pretrained(policy)
+    layouts = []
+    original = run_module.evaluate_policy
+
+    def recorded(*args, **kwargs):
+        layouts.append(kwargs["slots_per_task"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "evaluate_policy", recorded)
+    echo, lookup = "trainer_test_envs:Echo-v0", "trainer_test_envs:Lookup-v0"
+    for slots in (4, 8):
+        run_training(
+            _config(
+                tmp_path / f"slots{slots}",
+                f"tasks={{{echo}: {slots}, {lookup}: 4}}",
+                f"model.path={policy}",
+                "sft.enabled=false",
+                "rl.steps=0",
+                "eval.stages=[before_sft]",
+                "eval.slots_per_task=3",
+            )
+        )
+    assert layouts == [3, 3]
 
 
 def test_the_run_summary_prints_dev_success_and_reward_per_stage(tmp_path):

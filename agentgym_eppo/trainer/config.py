@@ -254,6 +254,12 @@ class EvalConfig:
     )
     temperature: float = _help("0 = greedy decoding.", 0.0)
     samples_per_instance: int = _help("Attempts per instance (success is averaged).", 1)
+    slots_per_task: int = _help(
+        "Instances of a task played side by side. Part of the protocol: which sample each "
+        "attempt draws depends on it, so it is fixed here rather than taken from the "
+        "training slots (two layouts of one model differed by 0.012 in mean dev success).",
+        16,
+    )
 
 
 @dataclass
@@ -339,6 +345,8 @@ class TrainConfig:
             )
         if self.eval.temperature < 0 or self.eval.samples_per_instance < 1:
             raise ValueError("eval.temperature must be >= 0 and eval.samples_per_instance >= 1")
+        if self.eval.slots_per_task < 1:
+            raise ValueError("eval.slots_per_task must be >= 1")
         if self.rollout.prompt not in ("full", "compact"):
             raise ValueError(f"rollout.prompt must be full or compact, got {self.rollout.prompt!r}")
         if self.rollout.temperature <= 0:

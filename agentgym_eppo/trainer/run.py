@@ -168,7 +168,7 @@ class Trainer:
             split=e.split,
             max_instances=e.max_instances_per_task,
             limits=self.limits(e.temperature),
-            slots_per_task=max(self.config.tasks.values()),
+            slots_per_task=e.slots_per_task,
             backend=self.config.rollout.backend,
             env_kwargs=self.env_kwargs,
             seed=self.config.seed,
