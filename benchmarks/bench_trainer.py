@@ -563,7 +563,8 @@ def report(peaks, bandwidth, prompt, rows, multi, long, rss, load_before, load_a
         "",
         "Run: `python -m benchmarks.run trainer` (about 15 minutes on 2 cores; "
         "`BENCH_PRECISION=fp32` for fp32 on both sides: "
-        "[trainer-fp32.md](trainer-fp32.md)).",
+        "[trainer-fp32.md](trainer-fp32.md)). How much of the peak an update can reach "
+        "at these model sizes: [matmul_shapes.md](matmul_shapes.md).",
     ]
     return lines
 
