@@ -77,3 +77,21 @@ def test_permutation_test_weights_tasks_equally_and_finds_no_effect_in_noise() -
     assert result.statistic == pytest.approx(0.5)
     balanced = stats.paired_permutation_test({"os": [1, -1] * 50}, seed=0)
     assert balanced.p_value > 0.4
+
+
+def test_permutation_interval_is_over_instances_not_over_tasks() -> None:
+    # Two tasks whose instances all improved or stayed: the test and the interval must
+    # agree that the mean over tasks rose. A t interval over the two task means (1 degree
+    # of freedom) spanned zero here; the interval over instances does not.
+    differences = {"db": [1.0] * 20 + [0.0] * 12, "kg": [1.0] * 8 + [0.0] * 24}
+    result = stats.paired_permutation_test(differences, seed=0)
+    assert result.p_value < 0.001
+    assert result.statistic == pytest.approx((20 / 32 + 8 / 32) / 2)
+    assert 0.0 < result.difference.low < result.statistic < result.difference.high < 1.0
+
+
+def test_mean_of_means_interval_with_one_group_is_the_t_interval() -> None:
+    values = [0.0, 1.0, 1.0, -1.0, 0.5, 1.0]
+    one = stats.mean_of_means_interval([values])
+    plain = stats.mean_interval(values)
+    assert (one.mean, one.low, one.high) == pytest.approx((plain.mean, plain.low, plain.high))

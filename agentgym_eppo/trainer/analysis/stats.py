@@ -113,6 +113,36 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> Interval
     return Interval(mean, mean - half, mean + half, n)
 
 
+def mean_of_means_interval(groups: Sequence[Sequence[float]], confidence: float = 0.95) -> Interval:
+    """The unweighted mean over groups of each group's mean, with a Student-t interval
+    from the values' spread within each group: standard error ``sqrt(sum_k s_k^2 / n_k) /
+    K`` and Welch-Satterthwaite degrees of freedom. With one group it is
+    :func:`mean_interval`; a group of one value adds no variance.
+
+    >>> str(mean_of_means_interval([[1.0, 2.0, 3.0]]))
+    '2.000 [-0.484, 4.484]'
+    >>> str(mean_of_means_interval([[0.0, 1.0] * 50, [1.0] * 4]))
+    '0.750 [0.700, 0.800]'
+    """
+    groups = [list(map(float, g)) for g in groups if len(g)]
+    if not groups:
+        raise ValueError("mean_of_means_interval needs at least one non-empty group")
+    k = len(groups)
+    mean = sum(sum(g) / len(g) for g in groups) / k
+    variances = []  # (variance of the group's mean, its degrees of freedom)
+    for g in groups:
+        if len(g) > 1:
+            m = sum(g) / len(g)
+            variances.append((sum((v - m) ** 2 for v in g) / (len(g) - 1) / len(g), len(g) - 1))
+    total = sum(v for v, _ in variances)
+    n = sum(len(g) for g in groups)
+    if total == 0.0:
+        return Interval(mean, mean, mean, n)
+    df = total**2 / sum(v * v / d for v, d in variances)
+    half = t_quantile(0.5 + confidence / 2.0, df) * math.sqrt(total) / k
+    return Interval(mean, mean - half, mean + half, n)
+
+
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interval:
     """A proportion with Wilson's score interval.
 
@@ -219,7 +249,8 @@ def paired_permutation_test(
     figure a "mean dev success over tasks" reports. Under the null hypothesis each
     difference is as likely to have the other sign, so the p-value is the share of
     ``rounds`` random sign flips (seeded, plus the observed one) whose statistic is at
-    least as extreme. The interval is the t interval of the per-group means.
+    least as extreme. The interval is :func:`mean_of_means_interval` of the same
+    differences (their spread within each group, the instances the test flips).
 
     >>> result = paired_permutation_test({"a": [1, 1, 0, 1], "b": [0, 1, 1, 0, 1]}, rounds=2000)
     >>> round(result.statistic, 3), result.p_value < 0.05
@@ -252,5 +283,5 @@ def paired_permutation_test(
     p = {"greater": upper, "less": lower, "two-sided": min(1.0, 2.0 * min(upper, lower))}[
         alternative
     ]
-    interval = mean_interval([sum(g) / len(g) for g in groups])
+    interval = mean_of_means_interval(groups)
     return TestResult("paired permutation test", alternative, interval, observed, p)
