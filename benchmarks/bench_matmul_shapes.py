@@ -26,7 +26,6 @@ Writes ``benchmarks/results/matmul_shapes.md``: ``python -m benchmarks.run matmu
 from __future__ import annotations
 
 import os
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from benchmarks.bench_trainer import (
     _model,
     _prompt,
     _tokenizer,
+    best_matmul_seconds,
     in_subprocess,
     matmul_peak,
     size_facts,
@@ -61,16 +61,6 @@ def linear_shapes(size: str) -> list[tuple[int, int]]:
     ]
 
 
-def _best_seconds(a: torch.Tensor, b: torch.Tensor, repeats: int = 5) -> float:
-    torch.mm(a, b)
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def shape_ceiling(shapes: list[tuple[int, int]], tokens: int) -> float:
     """GFLOP/s of the update's linear products at ``tokens`` rows: per layer two forward
     products (tokens x in @ in x out), the input gradient (tokens x out @ out x in) and
@@ -85,7 +75,7 @@ def shape_ceiling(shapes: list[tuple[int, int]], tokens: int) -> float:
         for m, k, n in products:
             if (m, k, n) not in timed:
                 a, b = torch.randn(m, k).to(DTYPE), torch.randn(k, n).to(DTYPE)
-                timed[(m, k, n)] = _best_seconds(a, b)
+                timed[(m, k, n)] = best_matmul_seconds(a, b)
             flops += 2 * m * k * n
             seconds += timed[(m, k, n)]
     return flops / seconds / 1e9

@@ -386,16 +386,21 @@ def in_subprocess(spec: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------- roofline
 
 
-def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
-    """Best GFLOP/s of an n x n matmul in ``dtype`` with this process's threads."""
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+def best_matmul_seconds(a: torch.Tensor, b: torch.Tensor, repeats: int = 5) -> float:
+    """Best wall time of ``a @ b`` over ``repeats`` calls, after one warm-up call."""
     torch.mm(a, b)
     best = float("inf")
     for _ in range(repeats):
         started = time.perf_counter()
         torch.mm(a, b)
         best = min(best, time.perf_counter() - started)
-    return 2 * n**3 / best / 1e9
+    return best
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
+    """Best GFLOP/s of an n x n matmul in ``dtype`` with this process's threads."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    return 2 * n**3 / best_matmul_seconds(a, b, repeats) / 1e9
 
 
 def memory_bandwidth(megabytes: int = 512, repeats: int = 5) -> float:
