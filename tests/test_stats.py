@@ -95,3 +95,12 @@ def test_mean_of_means_interval_with_one_group_is_the_t_interval() -> None:
     one = stats.mean_of_means_interval([values])
     plain = stats.mean_interval(values)
     assert (one.mean, one.low, one.high) == pytest.approx((plain.mean, plain.low, plain.high))
+
+
+def test_mean_of_means_interval_degenerate_groups() -> None:
+    # No spread anywhere: the interval is the point; single values add no variance; an
+    # empty group is ignored, and nothing at all is refused.
+    still = stats.mean_of_means_interval([[0.0, 0.0], [1.0], []])
+    assert (still.mean, still.low, still.high) == (0.5, 0.5, 0.5)
+    with pytest.raises(ValueError, match="at least one non-empty group"):
+        stats.mean_of_means_interval([[], []])

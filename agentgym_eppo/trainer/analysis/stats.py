@@ -128,12 +128,13 @@ def mean_of_means_interval(groups: Sequence[Sequence[float]], confidence: float 
     if not groups:
         raise ValueError("mean_of_means_interval needs at least one non-empty group")
     k = len(groups)
-    mean = sum(sum(g) / len(g) for g in groups) / k
-    variances = []  # (variance of the group's mean, its degrees of freedom)
-    for g in groups:
-        if len(g) > 1:
-            m = sum(g) / len(g)
-            variances.append((sum((v - m) ** 2 for v in g) / (len(g) - 1) / len(g), len(g) - 1))
+    means = [sum(g) / len(g) for g in groups]
+    mean = sum(means) / k
+    variances = [  # (variance of the group's mean, its degrees of freedom)
+        (sum((v - m) ** 2 for v in g) / (len(g) - 1) / len(g), len(g) - 1)
+        for g, m in zip(groups, means, strict=True)
+        if len(g) > 1
+    ]
     total = sum(v for v, _ in variances)
     n = sum(len(g) for g in groups)
     if total == 0.0:
