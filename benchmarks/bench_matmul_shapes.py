@@ -6,8 +6,8 @@ matrices (hidden 288 or 576), and a CPU's matmul kernels reach less of the peak 
 This benchmark measures that ceiling with the update's own shapes, then our update against
 it, in one run:
 
-* **peak**: the best GFLOP/s of a 2048 x 2048 matmul (fp32 and bf16), as the trainer
-  benchmark measures it;
+* **peak**: the best GFLOP/s of a 2048 x 2048 matmul in the update's precision (bf16
+  where the CPU has it, else fp32), as the trainer benchmark measures it;
 * **ceiling at the model's shapes**: every linear layer of the model (attention
   projections, MLP, LM head) at the update's token count (a group of 8, the trainer
   benchmark's prompt plus 64 or 512 completion tokens), timed as the update runs it: two
