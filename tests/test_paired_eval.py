@@ -16,6 +16,7 @@ def _eval(outcomes: dict[str, list[tuple[str, bool]]]) -> dict:
         for sample_id, success in played:
             episode = Episode(0, task, sample_id, sample_id, Transcript([0]))
             episode.success, episode.reward, episode.status = success, float(success), "completed"
+            episode.turns = 2
             episodes.append(episode)
     return summarize(episodes, "x", "dev")
 
@@ -23,16 +24,11 @@ def _eval(outcomes: dict[str, list[tuple[str, bool]]]) -> dict:
 def test_summaries_list_every_episode_for_pairing() -> None:
     result = _eval({"db": [("d1", True), ("d1", False)], "os": [("o1", True)]})
     assert result["episodes"] == [
-        {"task_id": "db", "sample_id": "d1", "success": True, "reward": 1.0, "status": "completed"},
-        {
-            "task_id": "db",
-            "sample_id": "d1",
-            "success": False,
-            "reward": 0.0,
-            "status": "completed",
-        },
-        {"task_id": "os", "sample_id": "o1", "success": True, "reward": 1.0, "status": "completed"},
-    ]
+        {"task_id": "db", "sample_id": "d1", "success": success, "reward": float(success),
+         "status": "completed", "turns": 2}
+        for success in (True, False)
+    ] + [{"task_id": "os", "sample_id": "o1", "success": True, "reward": 1.0,
+          "status": "completed", "turns": 2}]  # fmt: skip
 
 
 def test_changes_are_paired_by_instance_and_averaged_over_attempts() -> None:

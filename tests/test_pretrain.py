@@ -18,11 +18,14 @@ from safetensors.torch import load_file
 
 from agentgym_eppo.environments.fresh import heldout_hashes
 from agentgym_eppo.trainer.training.pretrain import (
+    HASTY_ANSWERS,
     PretrainConfig,
+    Shard,
     load_episodes,
     load_pretrain_config,
     plan_shards,
     plan_steps,
+    play_shard,
 )
 
 pytestmark = pytest.mark.train
@@ -190,6 +193,9 @@ def test_the_step_plan_covers_every_episode_each_epoch_in_a_seeded_order() -> No
         ("data.episodes={osx: 3}", "data.episodes must name task families"),
         ("data.source={os: web}", r"data.source.os: 'web'"),
         ("data.repeat={os: 0}", r"data.repeat.os: 0 must be >= 1"),
+        ("data.hasty={os: 1.0}", r"data.hasty.os: 1.0 must be in \[0, 1\)"),
+        ("data.hasty={db: 0.2}", r"data.hasty.db: 0.2 must be in \[0, 1\) for a task of"),
+        ("data.hasty={webshop: 0.2}", "with a hasty answer"),
         ("train.micro_batch_tokens=1024", "train.max_length <= train.micro_batch_tokens"),
         ("prompt=short", "prompt must be one of"),
         ("bf16=maybe", "bf16 must be auto, true or false"),
@@ -211,6 +217,39 @@ def test_shards_cover_each_tasks_episodes_once_in_order() -> None:
     assert [s.task_id for s in shards] == ["alfworld", "db", "alfworld", "alfworld"]
 
 
+@pytest.mark.parametrize("task_id", sorted(HASTY_ANSWERS))
+def test_the_hasty_demonstrator_answers_blind_and_fails_on_its_share_of_instances(
+    task_id: str,
+) -> None:
+    """``data.hasty``: a seeded draw gives the hasty demonstrator its share of a shard's
+    instances; each of its episodes is its task's answer call at the first turn, ends
+    there unsolved, and is kept (the expert's are kept only when solved)."""
+    kwargs = {"command_timeout": 5} if task_id == "os" else {}
+    shard = Shard(task_id, 0, 12, 0, "fresh", 4_000, kwargs, hasty=0.5)
+    rows = play_shard(shard)
+    hasty = [r for r in rows if r["demonstrator"] == "hasty"]
+    expert = [r for r in rows if r["demonstrator"] == "expert"]
+    assert 2 <= len(hasty) <= 10 and len(hasty) + len(expert) == 12  # the expert solves all
+    for row in hasty:
+        assert len(row["actions"]) == 1 and HASTY_ANSWERS[task_id]["name"] in row["actions"][0]
+        assert not row["success"] and row["reward"] <= 0
+    assert all(r["success"] and len(r["actions"]) >= 2 for r in expert)
+    assert [r["sample_id"] for r in rows] == [r["sample_id"] for r in play_shard(shard)]
+    episodes = load_episodes_of(rows)
+    assert sum(e.demonstrator == "hasty" for e in episodes) == len(hasty)
+
+
+def load_episodes_of(rows: list[dict]) -> list:
+    import gzip
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "shard.jsonl.gz"
+        with gzip.open(path, "wt") as handle:
+            handle.writelines(json.dumps(row) + "\n" for row in rows)
+        return load_episodes([path])
+
+
 def test_a_config_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "list.yaml"
     path.write_text("- os\n- db\n", encoding="utf-8")
@@ -218,7 +257,10 @@ def test_a_config_that_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
         load_pretrain_config(path)
 
 
-@pytest.mark.parametrize("name", ["tiny-base.yaml", "tiny-base-continued.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    ["tiny-base.yaml", "tiny-base-continued.yaml", "tiny-base-run3.yaml", "tiny-base-run4.yaml"],
+)
 def test_the_shipped_configs_are_valid(name: str) -> None:
     config = load_pretrain_config(Path(__file__).parents[1] / "configs" / name)
     assert isinstance(config, PretrainConfig)

@@ -51,7 +51,7 @@ def summarize(episodes: Sequence[Episode], stage: str, split: str) -> dict[str, 
     # Every episode, so that two evaluations of the same instances compare pair by pair.
     records = [
         {"task_id": e.task_id, "sample_id": e.sample_id, "success": bool(e.success),
-         "reward": float(e.reward), "status": e.status}
+         "reward": float(e.reward), "status": e.status, "turns": e.turns}
         for e in sorted(episodes, key=lambda e: (e.task_id, e.sample_id))
     ]  # fmt: skip
     return {

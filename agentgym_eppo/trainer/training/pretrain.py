@@ -60,6 +60,15 @@ TASKS = ("os", "db", "kg", "alfworld", "webshop")
 
 SOURCES = ("fresh", "train")
 
+HASTY_ANSWERS: dict[str, dict[str, Any]] = {
+    "os": {"name": "answer_action", "arguments": {"answer": ""}},
+    "db": {"name": "commit_final_answer", "arguments": {"answers": []}},
+    "kg": {"name": "final_answer", "arguments": {"variable": "#0"}},
+}
+"""The hasty demonstrator's one call per task: the task's answer tool at the first turn,
+before any tool has shown it anything (``data.hasty``). A policy that has imitated it
+sometimes answers blind; RL can learn not to, and that lesson holds on every instance."""
+
 
 @dataclass
 class PretrainData:
@@ -90,6 +99,15 @@ class PretrainData:
         default_factory=dict,
         metadata={
             "help": "Per task, keyword arguments of its environment (e.g. {os: {command_timeout: 5}})."
+        },
+    )
+    hasty: dict[str, float] = field(
+        default_factory=dict,
+        metadata={
+            "help": "Per task, the share of its instances played by the hasty demonstrator "
+            "(HASTY_ANSWERS: it answers at its first turn without using a tool) and kept "
+            "whatever their outcome: imperfect demonstrations, a failure that recurs across "
+            "instances. Default none (expert episodes only)."
         },
     )
 
@@ -174,6 +192,12 @@ class PretrainConfig:
                 raise ValueError(
                     f"data.source.{task}: {source!r} (sources: {SOURCES}) for a task of data.episodes"
                 )
+        for task, share in self.data.hasty.items():
+            if task not in HASTY_ANSWERS or task not in self.data.episodes or not 0 <= share < 1:
+                raise ValueError(
+                    f"data.hasty.{task}: {share!r} must be in [0, 1) for a task of data.episodes "
+                    f"with a hasty answer ({sorted(HASTY_ANSWERS)})"
+                )
         if self.prompt not in PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {PROMPT_STYLES}, got {self.prompt!r}")
         check_bf16(self.bf16)
@@ -212,6 +236,7 @@ class Shard:
     source: str
     seed: int
     env_kwargs: Mapping[str, Any]
+    hasty: float = 0.0
 
     @property
     def name(self) -> str:
@@ -235,6 +260,7 @@ def plan_shards(data: PretrainData) -> list[Shard]:
                     source,
                     data.seed * 1_000 + k,
                     kwargs,
+                    data.hasty.get(task_id, 0.0),
                 )
                 for k in range(count)
             ]
@@ -249,7 +275,8 @@ def _roundrobin(lists: Sequence[Sequence[Shard]]) -> Iterator[list[Shard]]:
 
 
 def play_shard(shard: Shard) -> list[dict[str, Any]]:
-    """The expert's solved episodes of one shard (as JSON-ready dicts)."""
+    """One shard's episodes (as JSON-ready dicts): the expert's solved ones, and every
+    episode of the instances that a draw seeded by the shard gave the hasty demonstrator."""
     import gymnasium as gym
 
     import agentgym_eppo  # noqa: F401  (registers the environments)
@@ -269,10 +296,14 @@ def play_shard(shard: Shard) -> list[dict[str, Any]]:
         indices = [(shard.first + k) % size for k in range(shard.count)]
         hashes = [""] * len(indices)
     episodes = []
+    draw = random.Random(shard.seed)
     try:
         for index, digest in zip(indices, hashes, strict=True):
-            episode = play_expert(env, index)
-            if episode.success:
+            if draw.random() < shard.hasty:
+                episode = play_hasty(env, index, HASTY_ANSWERS[shard.task_id])
+            else:
+                episode = play_expert(env, index)
+            if episode.success or episode.demonstrator == "hasty":
                 episodes.append({**dataclasses.asdict(episode), "content_hash": digest})
     finally:
         env.close()
@@ -281,6 +312,16 @@ def play_shard(shard: Shard) -> list[dict[str, Any]]:
 
 def play_expert(env: Any, index: int) -> ExpertEpisode:
     """The expert's episode of instance ``index`` of ``env`` (solved or not)."""
+    return _play(env, index, lambda: action_text(env.unwrapped.expert_action()), "expert")
+
+
+def play_hasty(env: Any, index: int, answer: Mapping[str, Any]) -> ExpertEpisode:
+    """The hasty demonstrator's episode of instance ``index``: ``answer`` at the first
+    turn, which ends it (every entry of ``HASTY_ANSWERS`` is its task's answer call)."""
+    return _play(env, index, lambda: action_text(answer), "hasty")
+
+
+def _play(env: Any, index: int, next_action: Callable[[], str], who: str) -> ExpertEpisode:
     observation, info = env.reset(options={"index": index})
     episode = ExpertEpisode(
         task_id=str(info["task_id"]),
@@ -288,10 +329,11 @@ def play_expert(env: Any, index: int) -> ExpertEpisode:
         system_prompt=str(info["system_prompt"]),
         tools=list(info.get("tools") or []),
         task_text=observation,
+        demonstrator=who,
     )
     done = False
     while not done:
-        action = action_text(env.unwrapped.expert_action())
+        action = next_action()
         observation, reward, terminated, truncated, info = env.step(action)
         episode.actions.append(action)
         episode.observations.append(observation)
@@ -440,7 +482,10 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
     timings["data_s"] = timings.get("data_s", 0.0) + time.perf_counter() - t0
     episodes = load_episodes(paths)
     counts = {t: sum(e.task_id == t for e in episodes) for t in config.data.episodes}
-    console.print(f"data: {len(episodes)} solved expert episodes {counts}")
+    hasty = {t: sum(e.task_id == t and e.demonstrator == "hasty" for e in episodes) for t in counts}
+    console.print(
+        f"data: {len(episodes)} episodes {counts} ({sum(hasty.values())} of them hasty {hasty})"
+    )
 
     resume = latest_checkpoint(run_dir / "checkpoints")
     if resume is not None:
@@ -574,6 +619,7 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
         "parameters": params,
         "vocabulary": len(tokenizer),
         "episodes": counts,
+        "hasty_episodes": hasty,
         "tokens_per_epoch": sum(map(len, transcripts)),
         "tokens_seen": seen,
         # a continued run: what the model had seen before it (its own pretrain.json)

@@ -44,6 +44,7 @@ class ExpertEpisode:
     observations: list[str] = field(default_factory=list)  # the reply after each action
     reward: float = 0.0
     success: bool = False
+    demonstrator: str = "expert"  # who played it: "expert", or "hasty" (pretraining's mixture)
 
 
 def record_expert_episodes(
