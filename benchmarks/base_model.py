@@ -3,6 +3,7 @@
     python -m benchmarks.base_model RUN_DIR [--agentbench-data DIR] [--curve-scale 0.25]
     python -m benchmarks.base_model --copying MODEL [MODEL ...]
     python -m benchmarks.base_model --agentbench MODEL --agentbench-data DIR
+    python -m benchmarks.base_model --paired BEFORE AFTER [--split test] [--out DIR]
 
 ``RUN_DIR`` is the run folder of ``agentgym-eppo pretrain --config configs/tiny-base.yaml``.
 Writes ``benchmarks/results/base-model.md`` (with its plots beside it) and the score
@@ -21,6 +22,10 @@ Freebase and ALFWorld the original game files, neither of which is here).
 expert copies from the question, 40 dev episodes per task) of the models named: shipped
 names or folders, e.g. a model before and after a continued pretraining.
 ``--agentbench`` only prints the table of AgentBench's own dev files for one model.
+``--paired`` scores two models with the protocol on ``--split`` (e.g. the test split, to
+confirm on instances no choice has seen a change measured on dev) and prints their
+paired comparison (the demo's test), and how many episodes each ended at its first turn;
+``--out`` keeps both evaluations and the table.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Any
 
 import torch
 
+from agentgym_eppo.trainer.analysis.paired_eval import compare_evals, comparison_table
 from agentgym_eppo.trainer.config import TrainConfig, load_config
 from agentgym_eppo.trainer.evaluation import evaluate_policy
 from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
@@ -92,6 +98,37 @@ def evaluate(
     )
     result["seconds"] = time.perf_counter() - started
     return result
+
+
+def paired_comparison(before: str, after: str, split: str, out: Path | None = None) -> str:
+    """Both models scored with the protocol on ``split``; their paired comparison (the
+    demo's test) and each task's share of episodes that ended at their first turn."""
+    protocol = load_config(PROTOCOL, [f"eval.split={split}"])
+    results = [evaluate(model, protocol) for model in (before, after)]
+    comparison = compare_evals(results[0], results[1], seed=protocol.seed)
+    first_turn = [
+        {t: statistics.mean(e["turns"] == 1 for e in r["episodes"] if e["task_id"] == t)
+         for t in r["tasks"]}
+        for r in results
+    ]  # fmt: skip
+    lines = [
+        f"{after} against {before} on the {split} split (protocol of `configs/demo-cpu.yaml`, "
+        f"seed {protocol.seed})",
+        "",
+        comparison_table(comparison),
+        "",
+        f"Over tasks: {comparison.test}",
+        "",
+        "Share of episodes ended at their first turn (before -> after): "
+        + ", ".join(f"{t} {first_turn[0][t]:.3f} -> {first_turn[1][t]:.3f}" for t in first_turn[0]),
+    ]
+    text = "\n".join(lines)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, result in zip(("before", "after"), results, strict=True):
+            (out / f"eval_{split}_{name}.json").write_text(json.dumps(result, indent=1))
+        (out / f"paired_{split}.md").write_text(text + "\n", encoding="utf-8")
+    return text
 
 
 def agentbench_scores(model_dir: Path | str, protocol: TrainConfig, data: Path) -> dict[str, dict]:
@@ -248,12 +285,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--copying", nargs="+", metavar="MODEL", default=None)
     parser.add_argument("--agentbench", metavar="MODEL", default=None)
     parser.add_argument("--agentbench-data", type=Path, default=None)
+    parser.add_argument("--paired", nargs=2, metavar=("BEFORE", "AFTER"), default=None)
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--curve-scale", type=float, default=0.25)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.copying:
         print("\n".join(copying_table(args.copying)))
+        return
+    if args.paired:
+        before, after = args.paired
+        print(paired_comparison(before, after, args.split, args.out))
         return
     if args.agentbench:
         if args.agentbench_data is None:
