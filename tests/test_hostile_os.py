@@ -10,6 +10,7 @@ Run on every backend available (the bubblewrap-only ones say why).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -289,6 +290,34 @@ def test_no_new_user_namespace(make_env: Any) -> None:
     env = make_env([OPERATION_TASK])
     obs = observe(env, "unshare -Ur id -u; echo rc=$?")
     assert "rc=0" not in obs and "Operation not permitted" in obs, obs
+
+
+# Not on Docker: its root is the host's unless the daemon runs with userns-remap (documented).
+@pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
+def test_the_sandboxs_root_is_an_unprivileged_host_user(make_env: Any, backend: str) -> None:
+    """The agent is root inside and uid 100000 on the host: its processes, and the files
+    it writes; the base's files still belong to its root, as in a container."""
+    from agentgym_eppo.environments.os.idmap import ID_BASE, ID_COUNT
+
+    env = make_env([OPERATION_TASK])
+    obs = observe(
+        env,
+        "id -u; cat /proc/self/uid_map /proc/self/gid_map; stat -c '%u %g' /usr/bin/bash /etc; "
+        "touch /root/mine; useradd -m bob && su bob -c 'touch /home/bob/his'; sleep 60 & echo ok",
+    )
+    lines = [" ".join(line.split()) for line in obs.splitlines()[2:]]
+    mapping = f"0 {ID_BASE} {ID_COUNT}"
+    assert lines[:5] == ["0", mapping, mapping, "0 0", "0 0"] and lines[-1] == "ok", obs
+    pids = env.sandbox.process_ids()
+    assert pids
+    for pid in pids:
+        status = Path(f"/proc/{pid}/status").read_text()
+        uids = [line.split()[1:] for line in status.splitlines() if line[:4] in ("Uid:", "Gid:")]
+        assert all(ID_BASE <= int(v) < ID_BASE + ID_COUNT for ids in uids for v in ids), status
+    root = Path(f"/proc/{min(pids)}/root")
+    assert (root / "root/mine").stat().st_uid == ID_BASE
+    bob = (root / "home/bob/his").stat()
+    assert ID_BASE < bob.st_uid < ID_BASE + ID_COUNT and bob.st_gid == bob.st_uid
 
 
 # Not on Docker: Docker's default profile allows ptrace on kernels from 4.8 (documented).

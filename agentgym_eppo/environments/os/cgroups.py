@@ -3,8 +3,9 @@
 A sandboxed process must be in its cgroup *before* bubblewrap starts (moving it later
 leaves bubblewrap's children outside), so :class:`EpisodeCgroup` only creates the groups
 and names the ``cgroup.procs`` files; the launcher writes its own pid there before it
-execs bubblewrap. The sandbox runs as uid 0, so ``RLIMIT_NPROC`` would count every
-root process on the host: the pids controller is the limit that works.
+execs bubblewrap. Every sandbox's root is the same host uid (100000, :mod:`.idmap`), so
+``RLIMIT_NPROC`` would count all sandboxes' processes together: the pids controller is
+the limit that works.
 
 Both cgroup layouts are handled: v2 (one unified tree) and v1 (one tree per controller,
 as on hosts that still mount the hybrid layout). Groups are created under the caller's

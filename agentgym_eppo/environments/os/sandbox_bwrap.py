@@ -3,14 +3,21 @@
 Who runs where (one ``Popen``; the launcher ``exec``s the control loop)::
 
     unshare --mount --propagation private        # a mount namespace of its own, host pids
-      sh: join the episode's cgroups, mount a tmpfs (the disk limit) and the overlays
-        bash control loop (fd 0/1: pipes to Python; host pid namespace, unseen inside)
-          ├ holder: bwrap --unshare-pid/net/ipc/uts -- sleep   # owns the sandbox's
-          │                                                   # namespaces (its pid 1, 2)
-          ├ agent:  nsenter net/ipc/uts -- bwrap --pidns <holder's> <agent view> --seccomp
+      sh: join the episode's cgroups, mount a tmpfs (the disk limit), the base's
+          directories idmapped (idmap.py, which also starts the user namespace's
+          sleeper) and the overlays on them
+        bash control loop (fd 0/1: pipes to Python; host root, host pid namespace,
+                           unseen inside)
+          ├ holder: nsenter user -- bwrap --unshare-pid/net/ipc/uts -- sleep  # owns the
+          │                                         # sandbox's namespaces (its pid 1, 2)
+          ├ agent:  nsenter user/net/ipc/uts -- bwrap --pidns <holder's> <agent view> --seccomp
           │           └ setsid bash --login -i       # on the pty, caps dropped, filtered
-          └ check:  nsenter net/ipc/uts -- bwrap --pidns <holder's> <judge view> --seccomp
+          └ check:  nsenter user/net/ipc/uts -- bwrap --pidns <holder's> <judge view> --seccomp
                       └ timeout bash -c <init, example or check script>
+
+Every process of the sandbox runs in a user namespace whose ids 0-65535 are the host's
+100000-165535 (:mod:`.idmap`); the base's files are shown through idmapped mounts, so
+they belong to the sandbox's root as an image does in a container.
 
 The control loop, which carries every verdict, lives outside the sandbox's pid
 namespace: no process of the sandbox can see it, signal it, or open its
@@ -39,8 +46,8 @@ shell), since a fork bomb leaves no pid to spare inside.
 Capabilities: all dropped except Docker's default set minus ``MKNOD``, ``NET_RAW`` and
 ``AUDIT_WRITE``, so that ``useradd``, ``chown`` and ``su`` work as in AgentBench's
 containers; a seccomp filter (:mod:`.seccomp`) refuses what those capabilities do not
-cover (keyrings, namespaces, ``ptrace``, mounts, modules...). ``/proc/sys`` is read-only
-because the sandbox's uid 0 is the host's.
+cover (keyrings, namespaces, ``ptrace``, mounts, modules...); they act on the sandbox's
+user namespace only. ``/proc/sys`` is read-only as in Docker.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ import select
 import shlex
 import shutil
 import subprocess
+import sys
 import termios
 import threading
 import time
@@ -62,7 +70,7 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import cgroups, rootfs, seccomp
+from . import cgroups, idmap, rootfs, seccomp
 from .sandbox import (
     ProcessResult,
     Sandbox,
@@ -108,11 +116,13 @@ LC_ALL=C
 unset OLDPWD  # the launcher's host directory, else visible in /proc/1/environ
 ulimit -f "$1"
 nonce=$2
-exec 5< <(exec "${HOLDER[@]}" --info-fd 6 -- sleep infinity 6>&1 >/dev/null </dev/null 3>&-)
+userns=$3  # a process that keeps the sandbox's user namespace until the holder is in it
+exec 5< <(exec nsenter -t "$userns" --user -- "${HOLDER[@]}" --info-fd 6 -- sleep infinity 6>&1 >/dev/null </dev/null 3>&-)
 holder=
 while IFS= read -r -u 5 info; do
     if [[ $info =~ \"child-pid\":\ *([0-9]+) ]]; then holder=${BASH_REMATCH[1]}; break; fi
 done  # fd 5 stays open: bwrap gets SIGPIPE if it writes to a closed pipe
+kill -9 "$userns"  # the holder keeps the namespace now (it dies with this loop; that does not)
 [ -n "$holder" ] || exit 1
 WRAP='bash --login --noediting -i; printf "\036%s\036exit\036\n" "$0"'
 judge_view() {  # the agent's processes are stopped meanwhile: nothing moves under it
@@ -151,13 +161,13 @@ while IFS= read -r line; do
     id=${words[0]}; request=${words[1]}
     case $request in
     shell)
-        nsenter -t "$holder" --net --ipc --uts -- "${AGENT[@]}" -- \
+        nsenter -t "$holder" --user --net --ipc --uts -- "${AGENT[@]}" -- \
             bash -c 'exec 9<&-; exec setsid -c env --default-signal=INT,QUIT bash -c "$1" "$0"' \
             "$nonce" "$WRAP" 9<"/proc/$holder/ns/pid" 10<"$SECCOMP" <&3 >&3 2>&3 3>&- 5<&- &
         printf '%s 0 0\n' "$id" ;;
     run)
         judge_view
-        nsenter -t "$holder" --net --ipc --uts -- "${JUDGE[@]}" "${VIEW[@]}" "${PROTECT[@]}" -- \
+        nsenter -t "$holder" --user --net --ipc --uts -- "${JUDGE[@]}" "${VIEW[@]}" "${PROTECT[@]}" -- \
             bash -c 'exec 9<&-; exec timeout -s KILL "$@"' judge "${words[2]}" "${words[@]:3}" \
             9<"/proc/$holder/ns/pid" 10<"$SECCOMP" </dev/null >"$SCRATCH" 2>&1 3>&- 5<&-
         rc=$?
@@ -196,6 +206,8 @@ def bwrap_available() -> str | None:
         return "the bubblewrap backend mounts overlays and cgroups, which needs root"
     if not cgroups.available():
         return "no writable cgroup tree with the pids controller under /sys/fs/cgroup"
+    if not idmap.kernel_supported(os.uname().release):
+        return f"Linux {os.uname().release} cannot build an overlay on idmapped mounts (5.19+)"
     return None
 
 
@@ -265,30 +277,40 @@ class BwrapSandbox(Sandbox):
         MOUNT_DIR.mkdir(parents=True, exist_ok=True)
         mnt = str(MOUNT_DIR)
         base = Path(root_dir) if root_dir is not None else rootfs.host_base()
-        # (mount point under root, lower layer): the base, then host directories over it
-        overlays: list[tuple[str, str]] = [("", "l0")]
+        # (mount point under root, host directory, its idmapped view under the tmpfs):
+        # the base, then host directories over it
+        overlays: list[tuple[str, Path, str]] = [("", base, "l0")]
         if root_dir is None:
             overlays += [
-                (name, f"/{name}")
-                for name in rootfs.HOST_TOP_LEVEL
+                (name, Path("/") / name, f"lower{i}")
+                for i, name in enumerate(rootfs.HOST_TOP_LEVEL, start=1)
                 if (Path("/") / name).is_dir() and not (Path("/") / name).is_symlink()
             ]
+        owner = f"{idmap.ID_BASE}:{idmap.ID_BASE}"
         lines = ["set -e"]
         lines += [f"echo $$ > {shlex.quote(path)}" for path in self._cgroup.procs_files]
         lines.append(
             f"mount -t tmpfs -o size={self.limits.disk_bytes},mode=755 agentgym-os {shlex.quote(mnt)}"
         )
         lines.append(f"cd {shlex.quote(mnt)}")
-        dirs = " ".join(f"upper{i} work{i}" for i in range(len(overlays)))
-        lines.append(f"mkdir root l0 {dirs}")
-        lines.append(f"mount --bind {shlex.quote(str(base))} l0")
-        for i, (target, lower) in enumerate(overlays):
+        uppers = " ".join(f"upper{i}" for i in range(len(overlays)))
+        works = " ".join(f"work{i}" for i in range(len(overlays)))
+        lowers = " ".join(lower for _, _, lower in overlays)
+        lines.append(f"mkdir root {lowers} {uppers} {works}")
+        lines.append(f"chown {owner} {uppers}")  # the overlays' directories are the sandbox root's
+        pairs = shlex.join(word for _, host, lower in overlays for word in (str(host), lower))
+        helper = shlex.join([sys.executable, "-I", "-S", idmap.__file__])
+        lines.append(f"USERNS=$({helper} {pairs})")
+        for i, (target, _, lower) in enumerate(overlays):
             lines.append(
                 f"mount -t overlay overlay -o lowerdir={lower},upperdir=upper{i},workdir=work{i} "
                 f"root{'/' + target if target else ''}"
             )
         # an empty ld.so.preload, so that it can be a read-only mount like the others
-        lines.append("[ -e root/etc/ld.so.preload ] || : > root/etc/ld.so.preload")
+        lines.append(
+            "[ -e root/etc/ld.so.preload ] || "
+            f"{{ : > root/etc/ld.so.preload; chown {owner} root/etc/ld.so.preload; }}"
+        )
         # a check's output goes to a tmpfs of its own: on the episode's one, an agent that
         # filled its disk made every write of a check fail, and `grep -q` whose error
         # message cannot be written exits 0: a check that should fail passed
@@ -298,15 +320,27 @@ class BwrapSandbox(Sandbox):
         lines.append(": > judge/scratch")
         lines.append("exec 3<&2 2>/dev/null")
         lines.append("cd /")
-        arrays = self._control_arrays(f"{mnt}/root", base, root_dir is not None)
+        views = [(host, f"{mnt}/{lower}") for _, host, lower in overlays]
+        arrays = self._control_arrays(f"{mnt}/root", base, root_dir is not None, views)
         script = arrays + CONTROL_LOOP
         control = ["bash", "--noprofile", "--norc", "-c", script, "control"]
         control += [str(max(1, self.limits.file_size_bytes // 1024)), nonce]
-        lines.append("exec " + shlex.join(control))
+        lines.append("exec " + shlex.join(control) + ' "$USERNS"')
         return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines)]
 
-    def _control_arrays(self, root: str, base: Path, full_root: bool) -> str:
-        """The control loop's fixed bwrap arguments, as bash assignments."""
+    def _control_arrays(
+        self, root: str, base: Path, full_root: bool, views: Sequence[tuple[Path, str]]
+    ) -> str:
+        """The control loop's fixed bwrap arguments, as bash assignments. ``views``: each
+        host directory of the base and where its idmapped view is mounted."""
+
+        def shown(path: Path) -> str:
+            """Where the sandbox sees the base's ``path``: through its idmapped view."""
+            for host, view in views:
+                if path == host or host in path.parents:
+                    return str(Path(view) / path.relative_to(host))
+            raise ValueError(f"{path} is in no layer of the base")
+
         layout_source = base if full_root else Path("/")
         base_view: list[str] = []  # the base's programs, read-only
         base_dirs: list[str] = []  # all but usr, which the judge view mounts by its parts
@@ -321,17 +355,17 @@ class BwrapSandbox(Sandbox):
                 base_view += ["--symlink", os.readlink(path), f"/{name}"]
                 base_links += [name, os.readlink(path)]
             elif path.is_dir():
-                base_view += ["--ro-bind", str(path), f"/{name}"]
+                base_view += ["--ro-bind", shown(path), f"/{name}"]
                 if name != "usr":
-                    base_dirs += ["--ro-bind", str(path), f"/{name}"]
+                    base_dirs += ["--ro-bind", shown(path), f"/{name}"]
                     continue
-                base_usr += ["--ro-bind", str(path), "/usr"]
+                base_usr += ["--ro-bind", shown(path), "/usr"]
                 for part in sorted(path.iterdir()):
                     if part.is_symlink():
                         usr_links += [part.name, os.readlink(part)]
                     elif part.is_dir():
                         usr_names.append(part.name)
-                        usr_dirs += ["--ro-bind", str(part), f"/usr/{part.name}"]
+                        usr_dirs += ["--ro-bind", shown(part), f"/usr/{part.name}"]
         etc = Path(root) / "etc"
         base_etc = base / "etc"
         protected = [

@@ -145,11 +145,12 @@ class InteractiveShell:
         )
         self.stream.write(line.encode())
         output, kind = self._read_until_marker(time.monotonic() + timeout, keep=True)
+        text = clean_output(output).strip()[-200:]
+        said = f": {text}" if text else ""
         if kind is None:
-            raise ShellClosed(f"the shell did not answer within {timeout:g} s")
+            raise ShellClosed(f"the shell did not answer within {timeout:g} s{said}")
         if kind != b"sync":
-            text = clean_output(output).strip()[-200:]
-            raise ShellClosed("the shell exited as it started" + (f": {text}" if text else ""))
+            raise ShellClosed(f"the shell exited as it started{said}")
 
     def run(
         self, script: str, timeout: float, on_timeout: Callable[[], object] | None = None
