@@ -63,11 +63,45 @@ def test_unknown_alternative_is_refused() -> None:
         stats.sign_test([1], "bigger")
 
 
-def test_permutation_test_estimates_the_exact_sign_flip_distribution() -> None:
+def test_permutation_test_is_exact_where_the_null_can_be_enumerated() -> None:
     # One group of three +1s: 1 of the 8 equally likely sign patterns is as extreme.
     result = stats.paired_permutation_test({"os": [1, 1, 1]}, rounds=20_000, seed=1)
     assert result.statistic == 1.0
+    assert result.p_value == 1 / 8
+    assert result.method == "exact"
+
+
+def test_exact_permutation_p_goes_below_the_monte_carlo_floor() -> None:
+    # 20 of 20 instances improved in each of two tasks: p = 2**-40, far below the
+    # 1 / 20,001 that 20,000 sign flips can resolve.
+    result = stats.paired_permutation_test({"os": [1] * 20, "db": [1] * 20})
+    assert result.method == "exact"
+    assert result.p_value == pytest.approx(2.0**-40)
+
+
+def test_exact_permutation_p_matches_brute_force_enumeration() -> None:
+    import itertools
+
+    differences = {"os": [1, 0, -1, 1, 0.5], "kg": [1, 1, -0.5]}
+    values = [(1 / 2 / 5, v) for v in differences["os"]] + [
+        (1 / 2 / 3, v) for v in differences["kg"]
+    ]
+    observed = sum(w * v for w, v in values)
+    extreme = sum(
+        sum(w * v * s for (w, v), s in zip(values, signs, strict=True)) >= observed - 1e-9
+        for signs in itertools.product((1, -1), repeat=len(values))
+    )
+    result = stats.paired_permutation_test(differences)
+    assert result.p_value == pytest.approx(extreme / 2 ** len(values))
+
+
+def test_permutation_test_falls_back_to_monte_carlo_and_states_its_resolution(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(stats, "EXACT_STATES", 3)
+    result = stats.paired_permutation_test({"os": [1, 1, 1]}, rounds=20_000, seed=1)
     assert result.p_value == pytest.approx(1 / 8, abs=0.01)
+    assert result.method == "Monte Carlo, 20,000 sign flips, resolution 5e-05"
 
 
 def test_permutation_test_weights_tasks_equally_and_finds_no_effect_in_noise() -> None:

@@ -121,6 +121,6 @@ def comparison_table(
     t = comparison.test
     lines.append(
         f"| mean over tasks | | {comparison.mean_before:.3f} | {comparison.mean_after:.3f} | | | "
-        f"permutation p = {t.p_value:.3g} |"
+        f"permutation p = {t.p_value:.3g} ({t.method}) |"
     )
     return "\n".join(lines)

@@ -174,11 +174,14 @@ class TestResult:
     difference: Interval
     statistic: float
     p_value: float
+    method: str
+    """How the p-value was had: ``exact`` (enumerated), ``t distribution``, or Monte
+    Carlo with its resolution."""
 
     def __str__(self) -> str:
         return (
             f"{self.name} ({self.alternative}): difference {self.difference}, "
-            f"statistic {self.statistic:.3f}, p = {self.p_value:.4g}"
+            f"statistic {self.statistic:.3f}, p = {self.p_value:.4g} ({self.method})"
         )
 
 
@@ -213,7 +216,7 @@ def paired_t_test(
         "less": 1.0 - upper,
         "two-sided": min(1.0, 2.0 * min(upper, 1.0 - upper)),
     }[alternative]
-    return TestResult("paired t-test", alternative, interval, statistic, p)
+    return TestResult("paired t-test", alternative, interval, statistic, p, "t distribution")
 
 
 def sign_test(differences: Sequence[float], alternative: str = "greater") -> TestResult:
@@ -234,7 +237,49 @@ def sign_test(differences: Sequence[float], alternative: str = "greater") -> Tes
         "two-sided": min(1.0, 2.0 * min(upper, lower)),
     }[alternative]
     interval = mean_interval(list(differences)) if differences else Interval(0.0, 0.0, 0.0, 0)
-    return TestResult("sign test", alternative, interval, float(positive), p)
+    return TestResult("sign test", alternative, interval, float(positive), p, "exact")
+
+
+EXACT_STATES = 2_000_000
+"""The most distinct values of the statistic that the exact sign-flip null may hold
+before :func:`paired_permutation_test` falls back to Monte Carlo."""
+
+
+def _sign_flip_null(groups: Sequence[Sequence[float]]) -> dict[float, float] | None:
+    """The exact null distribution of the mean of group means under sign flips.
+
+    Each non-zero difference ``v`` of group ``g`` adds ``+|v|`` or ``-|v|`` times the
+    group's weight ``1 / (G * n_g)`` with probability 1/2. Differences of one magnitude
+    within a group add a binomial count, so the distribution is built by convolving one
+    binomial per (group, magnitude): ``{value: probability}``, values rounded to 12
+    decimals so that equal sums meet. ``None`` when it would hold more than
+    :data:`EXACT_STATES` values (then only sampling is affordable).
+
+    >>> null = _sign_flip_null([[1.0, 1.0]])
+    >>> sorted(null.items())
+    [(-1.0, 0.25), (0.0, 0.5), (1.0, 0.25)]
+    """
+    null: dict[float, float] = {0.0: 1.0}
+    for values in groups:
+        weight = 1.0 / (len(groups) * len(values))
+        magnitudes: dict[float, int] = {}
+        for v in values:
+            if v:
+                magnitudes[abs(v)] = magnitudes.get(abs(v), 0) + 1
+        for magnitude, count in magnitudes.items():
+            step = magnitude * weight
+            binomial = [
+                (step * (2 * k - count), math.comb(count, k) / 2**count) for k in range(count + 1)
+            ]
+            merged: dict[float, float] = {}
+            for base, p in null.items():
+                for shift, q in binomial:
+                    key = round(base + shift, 12)
+                    merged[key] = merged.get(key, 0.0) + p * q
+            if len(merged) > EXACT_STATES:
+                return None
+            null = merged
+    return null
 
 
 def paired_permutation_test(
@@ -248,14 +293,18 @@ def paired_permutation_test(
     ``differences`` maps a group (a task) to its per-instance differences (after -
     before). The statistic is the unweighted mean over groups of the group means, the
     figure a "mean dev success over tasks" reports. Under the null hypothesis each
-    difference is as likely to have the other sign, so the p-value is the share of
-    ``rounds`` random sign flips (seeded, plus the observed one) whose statistic is at
-    least as extreme. The interval is :func:`mean_of_means_interval` of the same
-    differences (their spread within each group, the instances the test flips).
+    difference is as likely to have the other sign. The p-value is exact wherever the
+    null distribution can be enumerated (:func:`_sign_flip_null`: always for 0/1
+    outcomes and for means of a few episodes per instance); otherwise it is the share
+    of ``rounds`` seeded random sign flips (plus the observed one) at least as extreme,
+    a Monte Carlo p whose resolution, ``1 / (rounds + 1)``, the result's ``method``
+    states: a p at that floor means "at most about this", not this. The interval is
+    :func:`mean_of_means_interval` of the same differences (their spread within each
+    group, the instances the test flips).
 
-    >>> result = paired_permutation_test({"a": [1, 1, 0, 1], "b": [0, 1, 1, 0, 1]}, rounds=2000)
-    >>> round(result.statistic, 3), result.p_value < 0.05
-    (0.675, True)
+    >>> result = paired_permutation_test({"a": [1, 1, 0, 1], "b": [0, 1, 1, 0, 1]})
+    >>> round(result.statistic, 3), round(result.p_value, 4), result.method
+    (0.675, 0.0156, 'exact')
     """
     _check(alternative)
     import random
@@ -274,15 +323,22 @@ def paired_permutation_test(
         return sum(means) / len(means)
 
     observed = statistic(None)
-    rng = random.Random(seed)
-    above = below = 1  # the observed assignment counts once
-    for _ in range(rounds):
-        value = statistic([[rng.choice((-1.0, 1.0)) for _ in g] for g in groups])
-        above += value >= observed - 1e-12
-        below += value <= observed + 1e-12
-    upper, lower = above / (rounds + 1), below / (rounds + 1)
+    null = _sign_flip_null(groups)
+    if null is not None:
+        upper = sum(p for value, p in null.items() if value >= observed - 1e-9)
+        lower = sum(p for value, p in null.items() if value <= observed + 1e-9)
+        upper, lower, method = min(1.0, upper), min(1.0, lower), "exact"
+    else:
+        rng = random.Random(seed)
+        above = below = 1  # the observed assignment counts once
+        for _ in range(rounds):
+            value = statistic([[rng.choice((-1.0, 1.0)) for _ in g] for g in groups])
+            above += value >= observed - 1e-12
+            below += value <= observed + 1e-12
+        upper, lower = above / (rounds + 1), below / (rounds + 1)
+        method = f"Monte Carlo, {rounds:,} sign flips, resolution {1 / (rounds + 1):.2g}"
     p = {"greater": upper, "less": lower, "two-sided": min(1.0, 2.0 * min(upper, lower))}[
         alternative
     ]
     interval = mean_of_means_interval(groups)
-    return TestResult("paired permutation test", alternative, interval, observed, p)
+    return TestResult("paired permutation test", alternative, interval, observed, p, method)
