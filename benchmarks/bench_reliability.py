@@ -1,10 +1,11 @@
-"""Reliability figures (issue 10): the long fuzz run and the 10,000-episode soak.
+"""Reliability figures: the long fuzz run and the 10,000-episode soak.
 
 ``python -m benchmarks.run reliability`` runs both; ``python -m benchmarks.bench_reliability
 fuzz`` or ``... soak`` runs one (the soak takes about an hour on two shared cores; run it
-with ``nice``). Each part saves its figures as JSON beside the report, and the report,
-``benchmarks/reliability.md``, is rebuilt from whichever parts have figures, so the two
-can run at different times. ``benchmarks/results/reliability.md`` points to it.
+with ``nice``). Each part saves its figures as JSON in ``benchmarks/results/reliability/``,
+and the figures page there, ``figures.md``, is rebuilt from whichever parts have figures,
+so the two can run at different times. The report, ``benchmarks/results/reliability.md``
+(the attacks tried and their outcomes, kept by hand), links to it.
 
 Peer column: AgentBench has no fuzzing or soak of its own to compare with; the fuzz
 table compares our parser with AgentBench's way of reading a function call (take the
@@ -23,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-REPORT = HERE / "reliability.md"
-POINTER = HERE / "results" / "reliability.md"
-SOAK_JSON = HERE / "results" / "reliability_soak.json"
-FUZZ_JSON = HERE / "results" / "reliability_fuzz.json"
+FOLDER = HERE / "results" / "reliability"
+REPORT = FOLDER / "figures.md"
+SOAK_JSON = FOLDER / "soak.json"
+FUZZ_JSON = FOLDER / "fuzz.json"
 
 SOAK_EPISODES = 10_000
 SOAK_BUDGET_S = 85 * 60
@@ -242,7 +243,7 @@ def _fuzz_section(f: dict[str, Any]) -> list[str]:
 
 def write_report() -> None:
     lines = [
-        "# Reliability figures (issue 10)",
+        "# Reliability figures: fuzzing and soak",
         "",
         "Produced by `python -m benchmarks.run reliability` (`benchmarks/bench_reliability.py`);",
         "the tests in `tests/test_reliability_*.py` check the same properties on short runs.",
@@ -257,11 +258,6 @@ def write_report() -> None:
     else:
         lines += ["## Soak", "", "Not run yet.", ""]
     REPORT.write_text("\n".join(lines))
-    POINTER.write_text(
-        "# Reliability\n\nThe figures are in [../reliability.md](../reliability.md) "
-        "(fuzzing of every tool, the 10,000-episode soak); raw numbers in "
-        "`reliability_fuzz.json` and `reliability_soak.json`.\n"
-    )
 
 
 def main(parts: list[str] | None = None) -> None:

@@ -4,7 +4,7 @@ For each environment's own tools: whatever is handed to the parser gives a valid
 call of one of them or a ``ToolCallError`` with a documented status and a message, and
 whatever is handed to ``step`` of the real environment gives an observation and a
 documented status, the abort penalty on every abnormal end. The long run of the
-same strategies is ``python -m benchmarks.run reliability`` (``benchmarks/reliability.md``).
+same strategies is ``python -m benchmarks.run reliability`` (``benchmarks/results/reliability/figures.md``).
 """
 
 from __future__ import annotations

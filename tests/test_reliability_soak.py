@@ -3,7 +3,7 @@ MariaDB, in one MultiTaskVectorEnv, with a random-but-valid policy and 10% garba
 actions, then nothing of theirs is left: no process, sandbox, mount, cgroup, temp file,
 file descriptor, database or database user. A missing task or server fails (in CI) rather
 than shrinking the soak. The 10,000-episode run with its memory figures is
-``python -m benchmarks.bench_reliability soak`` (``benchmarks/reliability.md``).
+``python -m benchmarks.bench_reliability soak`` (``benchmarks/results/reliability/figures.md``).
 """
 
 from __future__ import annotations
