@@ -31,6 +31,7 @@ lint: setup
 	$(VENV)/bin/ruff check agentgym_eppo tests benchmarks
 	$(VENV)/bin/ruff format --check agentgym_eppo tests benchmarks
 	$(VENV)/bin/mypy
+	$(PY) -m pytest -q -p no:randomly -p no:cacheprovider tests/test_layers.py  # the layer contract
 
 bench: setup
 	$(PY) -m benchmarks.run

@@ -167,17 +167,15 @@ def training_steps(tokenizer, rows: list[str]) -> None:
     process (serial envs, in-process engine) vs Ray (env actors + one rollout actor)."""
     from agentgym_eppo.trainer.algorithms.clip_policies import FixedClip
     from agentgym_eppo.trainer.distributed.config import ScaleConfig
-    from agentgym_eppo.trainer.distributed.launch import (
-        make_rollout_engine,
-        make_vector_env,
-        training_step,
-    )
+    from agentgym_eppo.trainer.distributed.launch import make_rollout_engine, make_vector_env
+    from agentgym_eppo.trainer.rl_step import StepSettings, rl_step
     from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
     from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
 
     tasks = dict.fromkeys(INSTANT_IDS, ENV_SLOTS // len(INSTANT_IDS))
     # greedy turns: both setups play the same episodes (same weights, same actions)
     limits = RolloutLimits(max_tokens_per_turn=16, max_context=2048, temperature=0.0)
+    settings = StepSettings(seed=0, limits=limits, prompt_style="compact", group_size=2)
     setups = {
         "single process (serial envs, in-process HF engine)": ScaleConfig(),
         "Ray (env actors at 0.05 CPU, one HF rollout actor)": ScaleConfig(
@@ -199,15 +197,13 @@ def training_steps(tokenizer, rows: list[str]) -> None:
                 tokenizer.pad_token_id,
             )
             runs[label] = (venv, engine, updater, [], [])
-            training_step(venv, engine, updater, tokenizer, limits, 0, "compact")  # warm-up
-        for seed in range(1, 2 * ROUNDS + 2):  # the setups take turns: the load falls on both
+            rl_step(0, venv, engine, updater, tokenizer, settings)  # warm-up
+        for step in range(1, 2 * ROUNDS + 2):  # the setups take turns: the load falls on both
             for venv, engine, updater, times, turns in runs.values():
                 started = time.perf_counter()
-                episodes, _ = training_step(
-                    venv, engine, updater, tokenizer, limits, seed, "compact"
-                )
+                outcome = rl_step(step, venv, engine, updater, tokenizer, settings)
                 times.append(time.perf_counter() - started)
-                turns.append(sum(e.turns for e in episodes))
+                turns.append(sum(e.turns for e in outcome.played))
     finally:
         for venv, engine, *_ in runs.values():
             close = getattr(engine, "close", None)

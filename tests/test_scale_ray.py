@@ -25,7 +25,6 @@ from agentgym_eppo.trainer.distributed.config import RayConfig, ScaleConfig  # n
 from agentgym_eppo.trainer.distributed.launch import (  # noqa: E402
     make_rollout_engine,
     make_vector_env,
-    training_step,
 )
 from agentgym_eppo.trainer.distributed.ray_cluster import (  # noqa: E402
     RayCallTimeout,
@@ -37,6 +36,7 @@ from agentgym_eppo.trainer.distributed.ray_rollout import (  # noqa: E402
     PackedWeights,
     RayRolloutEngine,
 )
+from agentgym_eppo.trainer.rl_step import StepSettings, rl_step  # noqa: E402
 from agentgym_eppo.trainer.rollout.episodes import RolloutLimits  # noqa: E402
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine  # noqa: E402
 from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
@@ -101,9 +101,9 @@ def test_a_training_step_runs_env_actors_and_an_hf_rollout_actor(cluster, tokeni
             pad_token_id=tokenizer.pad_token_id,
         )
         limits = RolloutLimits(max_tokens_per_turn=12, max_context=400, temperature=1.0)
-        episodes, result = training_step(
-            venv, engine, updater, tokenizer, limits, seed=3, prompt_style="compact"
-        )
+        settings = StepSettings(seed=3, limits=limits, prompt_style="compact", group_size=2)
+        first = rl_step(1, venv, engine, updater, tokenizer, settings)
+        episodes, result = first.played, first.result
         assert sorted(e.task_id for e in episodes) == ["echo", "echo", "lookup", "lookup"]
         assert all(e.status != "running" and e.turns >= 1 for e in episodes)
         assert result.tokens == sum(e.generated_tokens for e in episodes) > 0
@@ -116,7 +116,7 @@ def test_a_training_step_runs_env_actors_and_an_hf_rollout_actor(cluster, tokeni
         local = HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id)
         contexts = [e.transcript.tokens[:20] for e in episodes]
         assert engine.generate(contexts, [6] * 4, 0.0) == local.generate(contexts, [6] * 4, 0.0)
-        _, second = training_step(venv, engine, updater, tokenizer, limits, 4, "compact")
+        second = rl_step(2, venv, engine, updater, tokenizer, settings).result
         assert engine.last_sync.syncs == 2 and second.tokens > 0
     finally:
         engine.close()

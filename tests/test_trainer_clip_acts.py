@@ -13,6 +13,7 @@ pytest.importorskip("transformers")
 from agentgym_eppo.trainer.algorithms import defaults  # noqa: E402
 from agentgym_eppo.trainer.algorithms.clip_policies import FixedClip  # noqa: E402
 from agentgym_eppo.trainer.config import TrainConfig  # noqa: E402
+from agentgym_eppo.trainer.rl_step import update_settings  # noqa: E402
 from agentgym_eppo.trainer.rollout.chat import Transcript  # noqa: E402
 from agentgym_eppo.trainer.rollout.episodes import Episode  # noqa: E402
 from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
@@ -72,7 +73,7 @@ def test_the_defaults_split_each_step_into_several_off_policy_mini_batches():
         defaults.MINI_BATCHES,
         defaults.PPO_EPOCHS,
     )
-    assert UpdateSettings.from_config(config, bf16=False) == dataclasses.replace(
+    assert update_settings(config, bf16=False) == dataclasses.replace(
         settings, temperature=config.rollout.temperature
     )
 

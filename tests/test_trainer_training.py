@@ -415,6 +415,19 @@ def test_dynamic_sampling_trains_only_groups_whose_rewards_differ(tmp_path, monk
     assert any(r["global"]["trained_episodes"] < r["global"]["episodes"] for r in records)
 
 
+@pytest.mark.slow
+def test_train_samples_the_configured_share_of_turns_from_a_stale_engine(tmp_path):
+    run = tmp_path / "run"
+    run_training(_config(run, "engine.stale_share=0.5", "engine.stale_every=2", "eval.stages=[]"))
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 2
+    for record in records:
+        turns = sum(
+            task["episode_length"] * 4 for task in record["tasks"].values()
+        )  # two tasks of 4 slots, one round
+        assert 0 < record["global"]["stale_turns"] < turns
+
+
 def test_config_reads_yaml_and_applies_overrides(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("seed: 3\nclip:\n  policy: dcpo\nrl:\n  steps: 5\n  lr: 1e-5\n")
@@ -610,11 +623,9 @@ def test_the_evaluation_does_not_depend_on_the_training_slots(tmp_path, tokenize
 
 
 def test_the_run_summary_prints_dev_success_and_reward_per_stage(tmp_path):
-    from types import SimpleNamespace
-
     from rich.console import Console
 
-    from agentgym_eppo.trainer.run import _print_summary
+    from agentgym_eppo.trainer.analysis.summary import print_summary
 
     for stage, reward in (("after_sft", -0.1), ("after_rl", 0.25)):
         result = {
@@ -624,29 +635,21 @@ def test_the_run_summary_prints_dev_success_and_reward_per_stage(tmp_path):
         }
         (tmp_path / f"eval_{stage}.json").write_text(json.dumps(result))
     console = Console(record=True, width=100)
-    trainer = SimpleNamespace(
-        run_dir=tmp_path, config=SimpleNamespace(seed=7), console=console, log=console.print
-    )
-    _print_summary(trainer, 60.0)  # type: ignore[arg-type]
+    print_summary(console, tmp_path, seed=7)
     text = console.export_text()
     assert "dev success per task (seed 7)" in text and "dev reward per task (seed 7)" in text
     assert "-0.100" in text and "0.250" in text and "before_sft" not in text
 
 
 def test_the_run_summary_names_the_split_it_was_played_on(tmp_path):
-    from types import SimpleNamespace
-
     from rich.console import Console
 
     result = {"tasks": {"os": {"success": 0.5, "reward": 0.5}}, "mean_success": 0.5}
     (tmp_path / "eval_after_rl.json").write_text(json.dumps({**result, "split": "test"}))
     console = Console(record=True, width=100)
-    trainer = SimpleNamespace(
-        run_dir=tmp_path, config=SimpleNamespace(seed=0), console=console, log=console.print
-    )
-    from agentgym_eppo.trainer.run import _print_summary
+    from agentgym_eppo.trainer.analysis.summary import print_summary
 
-    _print_summary(trainer, 60.0)  # type: ignore[arg-type]
+    print_summary(console, tmp_path, seed=0)
     text = console.export_text()
     assert "test success per task" in text and "dev" not in text
 

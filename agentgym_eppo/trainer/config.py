@@ -18,6 +18,7 @@ not after an hour of SFT and evaluations.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import types
@@ -36,11 +37,13 @@ from agentgym_eppo.trainer.algorithms.clip_policies import (
     make_clip_policy,
     make_pacer,
 )
-from agentgym_eppo.trainer.analysis.run_dir import EVAL_STAGES
 from agentgym_eppo.trainer.devices import check_bf16
 from agentgym_eppo.trainer.distributed.config import EngineConfig, RayConfig, ScaleConfig
 
 from .config_fields import help_field as _help
+
+EVAL_STAGES = ("before_sft", "after_sft", "after_rl")
+"""The stages the trainer evaluates at, in training order (``eval.stages``)."""
 
 
 @dataclass
@@ -369,6 +372,18 @@ class TrainConfig:
                 "sft.warmup_fraction must be in [0, 1) and sft.final_lr_fraction in [0, 1]"
             )
         return self
+
+    def without_tasks(self, names: Sequence[str]) -> TrainConfig:
+        """A copy without the tasks ``names``, in ``tasks`` and ``eval.tasks``, and without
+        their per-task settings (which would name a task the run lacks)."""
+        trimmed = copy.deepcopy(self)
+        trimmed.tasks = {name: slots for name, slots in self.tasks.items() if name not in names}
+        if trimmed.eval.tasks is not None:
+            trimmed.eval.tasks = [name for name in trimmed.eval.tasks if name not in names]
+        for per_task in (trimmed.sft.episodes_by_task, trimmed.eval.instances_by_task):
+            for name in names:
+                per_task.pop(name, None)
+        return trimmed.validate()
 
 
 def _check_algorithm(a: AlgorithmConfig) -> None:

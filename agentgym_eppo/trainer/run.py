@@ -15,10 +15,10 @@ Stages, each skipped when the config says so or a resume already passed it:
 from __future__ import annotations
 
 import copy
-import importlib
 import random
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,25 +26,12 @@ import numpy as np
 import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from transformers import PreTrainedModel
 from transformers.utils import logging as transformers_logging
 
-from agentgym_eppo.trainer.algorithms.clip_policies import (
-    ClipPolicy,
-    EPPOClip,
-    make_clip_policy,
-    make_pacer,
-)
-from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer
-from agentgym_eppo.trainer.analysis.run_dir import (
-    EVAL_STAGES,
-    MetricsWriter,
-    eval_path,
-    evals_split,
-    step_record,
-    write_eval,
-)
+from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy, make_clip_policy
+from agentgym_eppo.trainer.analysis.run_dir import MetricsWriter, write_eval
+from agentgym_eppo.trainer.analysis.summary import print_summary
 from agentgym_eppo.trainer.devices import resolve_bf16, resolve_device
 from agentgym_eppo.trainer.distributed.config import ScaleConfig
 from agentgym_eppo.trainer.distributed.launch import (
@@ -53,15 +40,9 @@ from agentgym_eppo.trainer.distributed.launch import (
     make_vector_env,
 )
 from agentgym_eppo.trainer.distributed.ray_cluster import connect
+from agentgym_eppo.trainer.rl_step import StepSettings, TaskPacing, rl_step, update_settings
 from agentgym_eppo.trainer.rollout.engine import RolloutEngine
-from agentgym_eppo.trainer.rollout.episodes import (
-    Episode,
-    RolloutLimits,
-    mixed_groups,
-    play_episodes,
-    slot_info,
-    start_episode,
-)
+from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 from agentgym_eppo.trainer.training.models import (
     architecture,
@@ -75,10 +56,11 @@ from agentgym_eppo.trainer.training.sft import (
     record_expert_episodes,
     sft_train,
 )
-from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
+from agentgym_eppo.trainer.training.update import PolicyUpdater
+from agentgym_eppo.vector.availability import task_problem
 
-from .analysis.paired_eval import compare_evals, comparison_table
 from .checkpoint import (
+    ResumePoint,
     latest_checkpoint,
     policy_card,
     rng_state,
@@ -87,11 +69,6 @@ from .checkpoint import (
 )
 from .config import TrainConfig, dump_config
 from .evaluation import evaluate_policy
-
-
-def step_seed(seed: int, step: int) -> int:
-    """The sampler seed of RL step ``step``: a function of (seed, step) only (exact resume)."""
-    return (int(seed) * 1_000_003 + int(step) * 7_919) % (2**31 - 1)
 
 
 def evaluated_tasks(config: TrainConfig) -> list[str]:
@@ -258,8 +235,10 @@ class Trainer:
             card=policy_card(self.config.rollout.prompt),
         )
 
-    def reinforce(self, start_state: Mapping[str, Any] | None = None) -> None:
-        """The RL loop (from step 1, or after ``start_state``'s step on resume)."""
+    def reinforce(self, start_state: Mapping[str, Any] | None, last_step: int) -> None:
+        """The RL loop: steps from 1 (or after ``start_state``'s step on resume) to
+        ``last_step``, each one :func:`~agentgym_eppo.trainer.rl_step.rl_step`; a
+        checkpoint every ``rl.save_every`` steps and at ``last_step``."""
         assert self.model is not None
         config = self.config
         model = self.model
@@ -271,25 +250,27 @@ class Trainer:
             model.parameters(), lr=config.rl.lr, weight_decay=config.rl.weight_decay
         )
         clip_policy = make_clip_policy(config.clip)
-        tracker = make_pacer(config.clip.eppo)  # per-task pace metrics whatever the clip policy
+        pacing = TaskPacing(clip_policy, config.clip.eppo)
         first_step = 1
         if start_state is not None:
             optimizer.load_state_dict(start_state["optimizer"])
+            # the tracker first: when the clip's pacer is the run's pacer, the clip's state
+            # is the one it kept
+            pacing.pacer.load_state_dict(start_state["tracker"])
             clip_policy.load_state_dict(start_state["clip"])
-            tracker.load_state_dict(start_state["tracker"])
             if ref_model is not None and "ref_model" in start_state:
                 ref_model.load_state_dict(start_state["ref_model"])
             set_rng_state(start_state["rng"])
             first_step = int(start_state["step"]) + 1
-        r = config.rl
         updater = PolicyUpdater(
             model,
             optimizer,
             clip_policy,
-            UpdateSettings.from_config(config, self.bf16),
+            update_settings(config, self.bf16),
             pad_token_id=self.tokenizer.pad_token_id,
             ref_model=ref_model,
         )
+        settings = StepSettings.from_config(config)
         scale = ScaleConfig(config.ray, config.engine)
         started_ray = connect(config.ray) if config.ray.address is not None else False
         engine: RolloutEngine | None = None
@@ -318,21 +299,20 @@ class Trainer:
                 config.seed,
                 config.rollout.backend,
             )
-            limits = self.limits(config.rollout.temperature)
             with self._progress() as progress:
-                bar = progress.add_task("RL", total=r.steps, completed=first_step - 1)
-                for step in range(first_step, r.steps + 1):
-                    record = self._rl_step(step, venv, engine, updater, tracker, limits)
-                    writer.write(record)
-                    g = record["global"]
+                bar = progress.add_task("RL", total=last_step, completed=first_step - 1)
+                for step in range(first_step, last_step + 1):
+                    outcome = rl_step(step, venv, engine, updater, self.tokenizer, settings, pacing)
+                    writer.write(outcome.record)
+                    g = outcome.record["global"]
                     progress.update(
                         bar,
                         completed=step,
                         description=f"RL step {step} success {g['success']:.2f} "
                         f"reward {g['reward']:+.2f} loss {g['loss']:+.3f}",
                     )
-                    if step % r.save_every == 0 or step == r.steps:
-                        self._save_rl(step, optimizer, clip_policy, tracker, ref_model)
+                    if step % config.rl.save_every == 0 or step == last_step:
+                        self._save_rl(step, optimizer, clip_policy, pacing, ref_model)
         finally:
             if venv is not None:
                 venv.close()
@@ -340,69 +320,12 @@ class Trainer:
                 writer.close()
             close_engine(engine, started_ray)
 
-    def _rl_step(
-        self,
-        step: int,
-        venv: Any,
-        engine: RolloutEngine,
-        updater: PolicyUpdater,
-        tracker: EPPOPacer,
-        limits: RolloutLimits,
-    ) -> dict[str, Any]:
-        started = time.perf_counter()
-        played, trained, rounds = self._sample(step, venv, engine, limits)
-        rollout_seconds = time.perf_counter() - started
-        generator = torch.Generator().manual_seed(step_seed(self.config.seed, step))
-        result = updater.step(trained, generator)
-        engine.update_weights(updater.model)  # the weight sync (a no-op for the in-process engine)
-        clip_policy = updater.clip_policy
-        if isinstance(clip_policy, EPPOClip) and clip_policy.taskwise:
-            paces = clip_policy.pacer.tasks
-        else:
-            tracker.update(result.task_entropy)
-            paces = tracker.tasks
-        return step_record(
-            step, played, result, paces, rollout_seconds, started, trained=trained, rounds=rounds
-        )
-
-    def _sample(
-        self, step: int, venv: Any, engine: RolloutEngine, limits: RolloutLimits
-    ) -> tuple[list[Episode], list[Episode], int]:
-        """One step's episodes: ``(played, trained, rounds)``. One round trains every
-        group; with ``rl.dynamic_sampling_rounds`` > 1, further rounds (the instance streams
-        go on from the step's seed, so a resumed run draws the same) are played until the
-        groups with differing rewards fill one round's worth of groups."""
-        played = self._play_round(venv, engine, limits, step_seed(self.config.seed, step))
-        most = self.config.rl.dynamic_sampling_rounds
-        if most == 1:
-            return played, played, 1
-        wanted = venv.num_envs // self.config.rollout.group_size
-        trained, rounds = mixed_groups(played), 1
-        while rounds < most and len({e.group for e in trained}) < wanted:
-            more = self._play_round(venv, engine, limits, None)
-            played, trained, rounds = played + more, trained + mixed_groups(more), rounds + 1
-        return played, trained, rounds
-
-    def _play_round(
-        self, venv: Any, engine: RolloutEngine, limits: RolloutLimits, seed: int | None
-    ) -> list[Episode]:
-        """Reset every slot (reseeding the instance streams with ``seed``, unless None) and
-        play the episodes to their ends."""
-        observations, infos = venv.reset(seed=seed)
-        episodes = [
-            start_episode(
-                self.tokenizer, i, observations[i], slot_info(infos, i), self.config.rollout.prompt
-            )
-            for i in range(venv.num_envs)
-        ]
-        return play_episodes(venv, episodes, engine, self.tokenizer, limits)
-
     def _save_rl(
         self,
         step: int,
         optimizer: torch.optim.Optimizer,
         clip_policy: ClipPolicy,
-        tracker: EPPOPacer,
+        pacing: TaskPacing,
         ref_model: PreTrainedModel | None,
     ) -> None:
         assert self.model is not None
@@ -410,7 +333,7 @@ class Trainer:
             "step": step,
             "optimizer": optimizer.state_dict(),
             "clip": clip_policy.state_dict(),
-            "tracker": tracker.state_dict(),
+            "tracker": pacing.pacer.state_dict(),
             "rng": rng_state(),
         }
         if ref_model is not None:
@@ -441,6 +364,38 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run does before RL, decided once from the config and the run directory.
+
+    ``policy_from`` is the directory the policy loads from (a resumed run's checkpoint,
+    ``init_checkpoint``, ``model.path``), None to build a tiny model on the experts' text;
+    ``warm_start`` runs the before-RL stages (evaluations and SFT), which a resumed run
+    and a run from ``init_checkpoint`` have behind them.
+    """
+
+    policy_from: str | Path | None
+    record_experts: bool
+    warm_start: bool
+    resume_state: Mapping[str, Any] | None = None
+
+
+def plan_run(config: TrainConfig, resume: ResumePoint | None) -> RunPlan:
+    """The :class:`RunPlan` of ``config``, resuming from ``resume`` when it is given.
+
+    >>> plan_run(TrainConfig(init_checkpoint="runs/a/checkpoints/sft"), None)
+    RunPlan(policy_from='runs/a/checkpoints/sft', record_experts=False, warm_start=False, resume_state=None)
+    >>> plan_run(TrainConfig(), None)
+    RunPlan(policy_from=None, record_experts=True, warm_start=True, resume_state=None)
+    """
+    if resume is not None:
+        return RunPlan(resume.directory, False, False, resume.state)
+    if config.init_checkpoint is not None:
+        return RunPlan(config.init_checkpoint, False, False)
+    path = config.model.path
+    return RunPlan(path, path is None or config.sft.enabled, True)
+
+
 def run_training(
     config: TrainConfig, console: Console | None = None, stop_after_step: int | None = None
 ) -> Path:
@@ -463,90 +418,45 @@ def run_training(
     resume = latest_checkpoint(run_dir / "checkpoints") if config.resume else None
     if resume is not None:
         trainer.log(f"resuming after RL step {resume.state['step']} from {resume.directory}")
-        trainer.load_policy(resume.directory)
+    plan = plan_run(config, resume)
+    experts = trainer.record_experts() if plan.record_experts else []
+    if plan.policy_from is not None:
+        trainer.load_policy(plan.policy_from)
     else:
-        if config.init_checkpoint is not None:
-            trainer.load_policy(config.init_checkpoint)
-        experts: list[Any] = []
-        if config.init_checkpoint is None and (config.model.path is None or config.sft.enabled):
-            experts = trainer.record_experts()
-        if config.init_checkpoint is None:
-            if config.model.path is not None:
-                trainer.load_policy(config.model.path)
-            else:
-                trainer.build_policy(list(corpus(experts)))
-            trainer.evaluate("before_sft")
-            if config.sft.enabled:
-                trainer.sft(experts)
-            trainer.evaluate("after_sft")
-    limit = config.rl.steps if stop_after_step is None else min(config.rl.steps, stop_after_step)
+        trainer.build_policy(list(corpus(experts)))
+    if plan.warm_start:
+        trainer.evaluate("before_sft")
+        if config.sft.enabled:
+            trainer.sft(experts)
+        trainer.evaluate("after_sft")
+    last_step = (
+        config.rl.steps if stop_after_step is None else min(config.rl.steps, stop_after_step)
+    )
     if config.rl.steps > 0:
-        staged = _with_steps(config, limit)
-        trainer.config = staged
-        trainer.reinforce(resume.state if resume is not None else None)
-        trainer.config = config
-    if stop_after_step is None or stop_after_step >= config.rl.steps:
+        trainer.reinforce(plan.resume_state, last_step)
+    if last_step == config.rl.steps:
         trainer.evaluate("after_rl")
         _diagnose(trainer)
-        _print_summary(trainer, time.perf_counter() - started)
+        print_summary(trainer.console, run_dir, config.seed)
+        trainer.log(f"run finished in {(time.perf_counter() - started) / 60:.1f} min: {run_dir}")
     return run_dir
 
 
 def _available_tasks_only(config: TrainConfig, console: Console) -> TrainConfig:
     """``config`` without the tasks that are not registered or cannot load the train and
     eval splits here (each one said aloud, with the reason)."""
-    import gymnasium as gym
-
-    from agentgym_eppo.vector.layout import resolve_env_id
-
     kwargs = env_kwargs_for(config)
-
-    def problem(name: str) -> str | None:
-        env_id = resolve_env_id(name)
-        module, _, registered_id = env_id.rpartition(":")  # gym.make's "module:Env-v0" form
-        try:
-            if module:
-                importlib.import_module(module)
-            gym.spec(registered_id)
-        except (gym.error.Error, ImportError):
-            return "not installed"
-        for split in ("train", config.eval.split):
-            try:
-                env = gym.make(env_id, split=split, **kwargs.get(name, {}))
-                try:
-                    if env.unwrapped.num_tasks < 1:  # type: ignore[attr-defined]
-                        return f"{split} split is empty"
-                finally:
-                    env.close()
-            except Exception as error:  # any reason a task cannot run is a reason to skip it
-                return f"{split} split unavailable ({type(error).__name__}: {error})"
-        return None
-
     names = dict.fromkeys([*config.tasks, *evaluated_tasks(config)])
-    problems = {name: problem(name) for name in names}
+    splits = ("train", config.eval.split)
+    problems = {name: task_problem(name, splits, kwargs.get(name)) for name in names}
     missing = [name for name, reason in problems.items() if reason is not None]
     if not missing:
         return config
-    kept = {name: slots for name, slots in config.tasks.items() if name not in missing}
-    if not kept:
+    if all(name in missing for name in config.tasks):
         raise ValueError(f"none of the configured tasks can run here: {problems}")
     for name in missing:
         console.print(f"[bold yellow]skipping task {name}: {problems[name]}[/]")
-    trimmed = copy.deepcopy(config)
-    trimmed.tasks = kept
-    if trimmed.eval.tasks is not None:
-        trimmed.eval.tasks = [name for name in trimmed.eval.tasks if name not in missing]
-    # Per-task settings of a skipped task go with it (they would name a task the run lacks).
-    for per_task in (trimmed.sft.episodes_by_task, trimmed.eval.instances_by_task):
-        for name in missing:
-            per_task.pop(name, None)
-    return trimmed.validate()
-
-
-def _with_steps(config: TrainConfig, steps: int) -> TrainConfig:
-    staged = copy.deepcopy(config)
-    staged.rl.steps = steps
-    return staged
+    return config.without_tasks(missing)
 
 
 def _diagnose(trainer: Trainer) -> None:
@@ -563,47 +473,3 @@ def _diagnose(trainer: Trainer) -> None:
         trainer.log("diagnostics skipped: the run has neither RL steps nor evaluations")
         return
     trainer.log(f"diagnostics and plots: {report}")
-
-
-def _print_summary(trainer: Trainer, seconds: float) -> None:
-    """Per-task success on the evaluated split, and reward beside it: an RL step can only
-    move what its reward reaches, and a policy that stops aborting (-0.2) gains reward
-    before success."""
-    import json
-
-    stages = []
-    for stage in EVAL_STAGES:
-        path = eval_path(trainer.run_dir, stage)
-        if path.exists():
-            stages.append((stage, json.loads(path.read_text(encoding="utf-8"))))
-    tasks = sorted({t for _, result in stages for t in result["tasks"]})
-    seed = trainer.config.seed
-    split = evals_split(result for _, result in stages)
-    for measure in ("success", "reward"):
-        table = Table(title=f"{split} {measure} per task (seed {seed})")
-        table.add_column("stage")
-        for task in tasks:
-            table.add_column(task, justify="right")
-        table.add_column("mean", justify="right")
-        for stage, result in stages:
-            values = [result["tasks"][t][measure] for t in tasks if t in result["tasks"]]
-            table.add_row(
-                stage,
-                *[
-                    f"{result['tasks'][t][measure]:.3f}" if t in result["tasks"] else "-"
-                    for t in tasks
-                ],
-                f"{sum(values) / len(values):.3f}" if values else "-",
-            )
-        trainer.console.print(table)
-    if len(stages) >= 2 and all("episodes" in result for _, result in stages):
-        (first, start), (last, end) = stages[0], stages[-1]
-        comparison = compare_evals(start, end, seed=seed)
-        text = comparison_table(comparison, first, last)
-        (trainer.run_dir / "paired_eval.md").write_text(
-            f"# {last} against {first}, instance by instance (seed {seed})\n\n{text}\n\n"
-            f"Over tasks: {comparison.test}\n",
-            encoding="utf-8",
-        )
-        trainer.log(f"{last} against {first}, paired over instances: {comparison.test}")
-    trainer.log(f"run finished in {seconds / 60:.1f} min: {trainer.run_dir}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import torch
 
@@ -257,30 +257,61 @@ class BAPOClip(ClipPolicy):
         return torch.full_like(batch.ratio, low), torch.full_like(batch.ratio, high)
 
 
-def _eppo(clip: Any) -> ClipPolicy:
-    return EPPOClip(make_pacer(clip.eppo), taskwise=clip.eppo.taskwise)
+class EPPOSection(Protocol):
+    """What the EPPO pacer reads of a config (``clip.eppo``: ``EPPOConfig``)."""
+
+    eps0: float
+    alpha: float
+    beta: float
+    eps_min: float
+    eps_max: float
+    trend_constraint: bool
+    taskwise: bool
 
 
-def make_pacer(eppo: Any) -> EPPOPacer:
+class ClipSection(Protocol):
+    """What the clip-policy builders read of a config (``clip``: ``ClipConfig``)."""
+
+    policy: str
+    eps: float
+    dapo_eps_low: float
+    dapo_eps_high: float
+    dcpo_eps_low: float
+    dcpo_eps_high: float
+    dcpo_r_max: float
+    bapo_rho0: float
+
+    @property
+    def eppo(self) -> EPPOSection: ...
+
+
+def make_pacer(eppo: EPPOSection) -> EPPOPacer:
     """The pacer of a ``clip.eppo`` config section."""
     return EPPOPacer(
         eppo.eps0, eppo.alpha, eppo.beta, eppo.eps_min, eppo.eps_max, eppo.trend_constraint
     )
 
 
-CLIP_POLICIES: Registry[Callable[[Any], ClipPolicy]] = Registry(
+def _eppo(clip: ClipSection) -> ClipPolicy:
+    return EPPOClip(make_pacer(clip.eppo), taskwise=clip.eppo.taskwise)
+
+
+CLIP_POLICIES: Registry[Callable[[ClipSection], ClipPolicy]] = Registry(
     "clip policy",
     {
         "fixed": lambda clip: FixedClip(clip.eps, clip.eps),
         "eppo": _eppo,
         "dapo": lambda clip: DAPOClip(clip.dapo_eps_low, clip.dapo_eps_high),
         "dcpo": lambda clip: DCPOClip(clip.dcpo_eps_low, clip.dcpo_eps_high, clip.dcpo_r_max),
+        # BAPO's one knob in the config is its target share; its start bounds, steps and
+        # caps are algorithm 1's constants (``defaults.BAPO_*``), as ``clip.bapo_rho0``'s
+        # help says.
         "bapo": lambda clip: BAPOClip(rho0=clip.bapo_rho0),
     },
 )
 """``clip.policy`` -> a builder taking the ``clip`` config section (``ClipConfig``)."""
 
 
-def make_clip_policy(clip: Any) -> ClipPolicy:
+def make_clip_policy(clip: ClipSection) -> ClipPolicy:
     """The clip policy a ``clip`` config section names (``UnknownNameError`` if none)."""
     return CLIP_POLICIES.lookup(clip.policy, where="clip.policy")(clip)

@@ -1,6 +1,7 @@
 """The one owner of a run directory's layout: what the trainer writes there and how it is read.
 
-- ``RUN_DIR/metrics.jsonl``: one JSON object per RL step (:func:`step_record` builds it,
+- ``RUN_DIR/metrics.jsonl``: one JSON object per RL step
+  (:func:`~agentgym_eppo.trainer.training.update.step_record` builds it,
   :class:`MetricsWriter` appends it, :func:`read_metrics` reads it back),
   ``{"step": t, "global": {...}, "tasks": {"<task_id>": {"entropy": .., "clip_eps": .., ...}}}``;
 - ``RUN_DIR/eval_<stage>.json`` (:func:`write_eval`, :func:`read_evals`):
@@ -15,23 +16,17 @@ from __future__ import annotations
 
 import json
 import math
-import time
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-if TYPE_CHECKING:  # the writer side needs no torch at import
-    from agentgym_eppo.trainer.rollout.episodes import Episode
-    from agentgym_eppo.trainer.training.update import UpdateResult
+from agentgym_eppo.trainer.config import EVAL_STAGES
 
 METRICS_FILE = "metrics.jsonl"
-EVAL_STAGES = ("before_sft", "after_sft", "after_rl")
-"""The stages the trainer evaluates at, in training order."""
 
 
 @dataclass(frozen=True)
@@ -223,80 +218,3 @@ class MetricsWriter:
         self._file.close()
         if self._tb is not None:
             self._tb.close()
-
-
-def mixed_group_share(episodes: Sequence[Episode]) -> float:
-    """The share of the episodes' GRPO groups whose rewards are not all equal: the groups
-    that give a group-relative advantage anything but zero (``task_error`` episodes, which
-    the update leaves out, do not count: :func:`~agentgym_eppo.trainer.rollout.episodes.group_rewards`).
-
-    >>> from agentgym_eppo.trainer.rollout.chat import Transcript
-    >>> from agentgym_eppo.trainer.rollout.episodes import Episode
-    >>> def played(group, reward):
-    ...     return Episode(0, "os", group, "s", Transcript([1], [1]), reward=reward)
-    >>> mixed_group_share([played("a", 1.0), played("a", 0.0), played("b", 0.0), played("b", 0.0)])
-    0.5
-    """
-    from agentgym_eppo.trainer.rollout.episodes import group_rewards  # (no torch at import)
-
-    rewards = group_rewards(episodes)
-    return sum(len(r) > 1 for r in rewards.values()) / max(1, len(rewards))
-
-
-def step_record(
-    step: int,
-    episodes: Sequence[Episode],
-    result: UpdateResult,
-    paces: Mapping[str, Any],
-    rollout_seconds: float,
-    started: float,
-    *,
-    trained: Sequence[Episode] | None = None,
-    rounds: int = 1,
-) -> dict[str, Any]:
-    """The ``metrics.jsonl`` record of one RL step (every field: ``docs/trainer.md``).
-    ``episodes`` are all the step played; ``trained`` those given to the update (all of
-    them unless dynamic sampling, over ``rounds`` rounds, kept fewer)."""
-    by_task: dict[str, list[Episode]] = defaultdict(list)
-    for episode in episodes:
-        by_task[episode.task_id].append(episode)
-    tasks: dict[str, dict[str, Any]] = {}
-    for task_id in sorted(by_task):
-        played = by_task[task_id]
-        pace = paces.get(task_id)
-        tasks[task_id] = {
-            "success": sum(e.success for e in played) / len(played),
-            "reward": sum(e.reward for e in played) / len(played),
-            "episode_length": sum(e.turns for e in played) / len(played),
-            "mixed_groups": mixed_group_share(played),
-            "aborts": dict(Counter(e.status for e in played if e.status != "completed")),
-            "tokens": result.task_tokens.get(task_id, 0),
-            "entropy": result.task_entropy.get(task_id),
-            "entropy_ema": pace.ema if pace else None,
-            "collapse_ratio": pace.collapse_ratio if pace else None,
-            "zscore": pace.zscore if pace else None,
-            "clip_eps": result.task_clip_eps.get(task_id),
-            "ratio_outside_share": result.task_ratio_outside_share.get(task_id, 0.0),
-            "clipped_share": result.task_clipped_share.get(task_id, 0.0),
-        }
-    seconds = time.perf_counter() - started
-    return {
-        "step": step,
-        "global": {
-            "loss": result.loss,
-            "kl": result.kl,
-            "grad_norm": result.grad_norm,
-            "tokens": result.tokens,
-            "episodes": len(episodes),
-            "trained_episodes": len(episodes if trained is None else trained),
-            "rounds": rounds,
-            "success": sum(e.success for e in episodes) / max(1, len(episodes)),
-            "reward": sum(e.reward for e in episodes) / max(1, len(episodes)),
-            "seconds": seconds,
-            "rollout_seconds": rollout_seconds,
-            "score_seconds": result.score_seconds,
-            "train_seconds": result.train_seconds,
-            "pacer_seconds": result.pacer_seconds,
-        },
-        "tasks": tasks,
-    }

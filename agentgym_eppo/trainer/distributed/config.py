@@ -72,11 +72,17 @@ class EngineConfig:
     mem_fraction_static: float = _help("GPU memory share of sglang.Engine (kind=sglang).", 0.5)
     tp_size: int = _help("Tensor parallel size of sglang.Engine.", 1)
     stale_share: float = _help(
-        "Off-policy sampling (AgentRL): share of the slots whose turns come from a stale "
-        "engine synced every stale_every steps; 0 turns it off.",
+        "Off-policy (cross-policy) sampling, as AgentRL does it and the EPPO paper trains "
+        "(appendix A: 25% more rollout resources for cross-policy sampling, the stale "
+        "engines synced every 25 steps; stale_share=0.2 gives that fifth of all turns): the "
+        "share of each generate call's contexts sent to a copy of the policy synced only "
+        "every stale_every steps. 0 (the default) turns it off: every turn on-policy. A "
+        "resumed run restarts the stale copy from the resumed weights.",
         0.0,
     )
-    stale_every: int = _help("Steps between syncs of the stale engine.", 4)
+    stale_every: int = _help(
+        "Steps between syncs of the stale engine (EPPO paper, appendix A: 25).", 25
+    )
 
 
 @dataclass

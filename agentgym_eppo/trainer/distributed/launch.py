@@ -4,8 +4,8 @@
 (``fsdp.enabled``); ``make_rollout_engine`` picks the engine ``engine.kind`` names (in the trainer, in Ray
 actors when ``ray.address`` is set, or SGLang) and wraps it for off-policy sampling
 when ``engine.stale_share > 0``; ``make_vector_env`` puts the env workers in Ray actors
-with fractional CPUs when ``ray.address`` is set; ``training_step`` is one RL step over
-them: reset, multi-turn rollouts, the policy update, the weight sync.
+with fractional CPUs when ``ray.address`` is set. The step that runs over them is the
+trainer's own, :func:`agentgym_eppo.trainer.rl_step.rl_step`.
 """
 
 from __future__ import annotations
@@ -19,16 +19,9 @@ from transformers import PreTrainedModel
 
 from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy
 from agentgym_eppo.trainer.rollout.engine import RolloutEngine
-from agentgym_eppo.trainer.rollout.episodes import (
-    Episode,
-    RolloutLimits,
-    play_episodes,
-    slot_info,
-    start_episode,
-)
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 from agentgym_eppo.trainer.rollout.stale import SnapshotHFEngine, StaleMixEngine
-from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateResult, UpdateSettings
+from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
 
 from .config import ScaleConfig
 
@@ -159,25 +152,3 @@ def close_engine(engine: RolloutEngine | None, stop_ray: bool = False) -> None:
         import ray
 
         ray.shutdown()
-
-
-def training_step(
-    venv: Any,
-    engine: RolloutEngine,
-    updater: PolicyUpdater,
-    tokenizer: Any,
-    limits: RolloutLimits,
-    seed: int,
-    prompt_style: str = "full",
-) -> tuple[list[Episode], UpdateResult]:
-    """One RL step: every slot plays an episode, one update, then the engines get the
-    new weights (so the next step samples from the updated policy)."""
-    observations, infos = venv.reset(seed=seed)
-    episodes = [
-        start_episode(tokenizer, i, observations[i], slot_info(infos, i), prompt_style)
-        for i in range(venv.num_envs)
-    ]
-    play_episodes(venv, episodes, engine, tokenizer, limits)
-    result = updater.step(episodes, torch.Generator().manual_seed(seed))
-    engine.update_weights(updater.model)
-    return episodes, result

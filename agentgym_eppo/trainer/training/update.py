@@ -16,10 +16,10 @@ ranks.
 from __future__ import annotations
 
 import time
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel
@@ -29,12 +29,9 @@ from agentgym_eppo.trainer.algorithms import defaults as d
 from agentgym_eppo.trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS, normalize_by_task
 from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy, ClipTokens
 from agentgym_eppo.trainer.algorithms.losses import token_losses, token_sum
-from agentgym_eppo.trainer.rollout.episodes import Episode
+from agentgym_eppo.trainer.rollout.episodes import Episode, group_rewards
 
 from .batching import MicroBatch, micro_batches, token_logprobs
-
-if TYPE_CHECKING:
-    from agentgym_eppo.trainer.config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -62,26 +59,6 @@ class UpdateSettings:
                 f"ppo_epochs and mini_batches must be >= 1, got {self.ppo_epochs}, "
                 f"{self.mini_batches}"
             )
-
-    @classmethod
-    def from_config(cls, config: TrainConfig, bf16: bool) -> UpdateSettings:
-        """The settings a :class:`~agentgym_eppo.trainer.config.TrainConfig` describes."""
-        a, r = config.algorithm, config.rl
-        return cls(
-            advantage=a.advantage,
-            task_adv_norm=a.task_adv_norm,
-            kl_coef=a.kl_coef,
-            entropy_coef=a.entropy_coef,
-            dual_clip_c=a.dual_clip_c,
-            ppo_epochs=r.ppo_epochs,
-            mini_batches=r.mini_batches,
-            micro_batch_tokens=r.micro_batch_tokens,
-            max_grad_norm=r.max_grad_norm,
-            temperature=config.rollout.temperature,
-            logprob_chunk=r.logprob_chunk,
-            skip_zero_advantage=r.skip_zero_advantage,
-            bf16=bf16,
-        )
 
 
 @dataclass
@@ -118,6 +95,81 @@ class UpdateResult:
     pacer_seconds: float = 0.0
     score_seconds: float = 0.0
     train_seconds: float = 0.0
+
+
+def mixed_group_share(episodes: Sequence[Episode]) -> float:
+    """The share of the episodes' GRPO groups whose rewards are not all equal: the groups
+    that give a group-relative advantage anything but zero (``task_error`` episodes, which
+    the update leaves out, do not count: :func:`~agentgym_eppo.trainer.rollout.episodes.group_rewards`).
+
+    >>> from agentgym_eppo.trainer.rollout.chat import Transcript
+    >>> def played(group, reward):
+    ...     return Episode(0, "os", group, "s", Transcript([1], [1]), reward=reward)
+    >>> mixed_group_share([played("a", 1.0), played("a", 0.0), played("b", 0.0), played("b", 0.0)])
+    0.5
+    """
+    rewards = group_rewards(episodes)
+    return sum(len(r) > 1 for r in rewards.values()) / max(1, len(rewards))
+
+
+def step_record(
+    step: int,
+    episodes: Sequence[Episode],
+    result: UpdateResult,
+    paces: Mapping[str, Any],
+    rollout_seconds: float,
+    started: float,
+    *,
+    trained: Sequence[Episode] | None = None,
+    rounds: int = 1,
+) -> dict[str, Any]:
+    """The ``metrics.jsonl`` record of one RL step (every field: ``docs/trainer.md``).
+    ``episodes`` are all the step played; ``trained`` those given to the update (all of
+    them unless dynamic sampling, over ``rounds`` rounds, kept fewer); ``paces`` each
+    task's :class:`~agentgym_eppo.trainer.algorithms.pacer.TaskPace`."""
+    by_task: dict[str, list[Episode]] = defaultdict(list)
+    for episode in episodes:
+        by_task[episode.task_id].append(episode)
+    tasks: dict[str, dict[str, Any]] = {}
+    for task_id in sorted(by_task):
+        played = by_task[task_id]
+        pace = paces.get(task_id)
+        tasks[task_id] = {
+            "success": sum(e.success for e in played) / len(played),
+            "reward": sum(e.reward for e in played) / len(played),
+            "episode_length": sum(e.turns for e in played) / len(played),
+            "mixed_groups": mixed_group_share(played),
+            "aborts": dict(Counter(e.status for e in played if e.status != "completed")),
+            "tokens": result.task_tokens.get(task_id, 0),
+            "entropy": result.task_entropy.get(task_id),
+            "entropy_ema": pace.ema if pace else None,
+            "collapse_ratio": pace.collapse_ratio if pace else None,
+            "zscore": pace.zscore if pace else None,
+            "clip_eps": result.task_clip_eps.get(task_id),
+            "ratio_outside_share": result.task_ratio_outside_share.get(task_id, 0.0),
+            "clipped_share": result.task_clipped_share.get(task_id, 0.0),
+        }
+    seconds = time.perf_counter() - started
+    return {
+        "step": step,
+        "global": {
+            "loss": result.loss,
+            "kl": result.kl,
+            "grad_norm": result.grad_norm,
+            "tokens": result.tokens,
+            "episodes": len(episodes),
+            "trained_episodes": len(episodes if trained is None else trained),
+            "rounds": rounds,
+            "success": sum(e.success for e in episodes) / max(1, len(episodes)),
+            "reward": sum(e.reward for e in episodes) / max(1, len(episodes)),
+            "seconds": seconds,
+            "rollout_seconds": rollout_seconds,
+            "score_seconds": result.score_seconds,
+            "train_seconds": result.train_seconds,
+            "pacer_seconds": result.pacer_seconds,
+        },
+        "tasks": tasks,
+    }
 
 
 @dataclass

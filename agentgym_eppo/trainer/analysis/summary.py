@@ -1,0 +1,59 @@
+"""The end-of-run summary: per-task success and reward at every evaluated stage, and the
+first stage against the last, paired over instances (``RUN_DIR/paired_eval.md``).
+
+Reward sits beside success because an RL step can only move what its reward reaches,
+and a policy that stops aborting (-0.2) gains reward before success.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from agentgym_eppo.trainer.config import EVAL_STAGES
+
+from .paired_eval import compare_evals, comparison_table
+from .run_dir import eval_path, evals_split
+
+
+def print_summary(console: Console, run_dir: str | Path, seed: int) -> None:
+    """Print the tables of the evaluations ``run_dir`` holds, and write
+    ``paired_eval.md`` when two or more stages kept their episodes."""
+    run_dir = Path(run_dir)
+    stages = []
+    for stage in EVAL_STAGES:
+        path = eval_path(run_dir, stage)
+        if path.exists():
+            stages.append((stage, json.loads(path.read_text(encoding="utf-8"))))
+    tasks = sorted({t for _, result in stages for t in result["tasks"]})
+    split = evals_split(result for _, result in stages)
+    for measure in ("success", "reward"):
+        table = Table(title=f"{split} {measure} per task (seed {seed})")
+        table.add_column("stage")
+        for task in tasks:
+            table.add_column(task, justify="right")
+        table.add_column("mean", justify="right")
+        for stage, result in stages:
+            values = [result["tasks"][t][measure] for t in tasks if t in result["tasks"]]
+            table.add_row(
+                stage,
+                *[
+                    f"{result['tasks'][t][measure]:.3f}" if t in result["tasks"] else "-"
+                    for t in tasks
+                ],
+                f"{sum(values) / len(values):.3f}" if values else "-",
+            )
+        console.print(table)
+    if len(stages) >= 2 and all("episodes" in result for _, result in stages):
+        (first, start), (last, end) = stages[0], stages[-1]
+        comparison = compare_evals(start, end, seed=seed)
+        text = comparison_table(comparison, first, last)
+        (run_dir / "paired_eval.md").write_text(
+            f"# {last} against {first}, instance by instance (seed {seed})\n\n{text}\n\n"
+            f"Over tasks: {comparison.test}\n",
+            encoding="utf-8",
+        )
+        console.print(f"{last} against {first}, paired over instances: {comparison.test}")
