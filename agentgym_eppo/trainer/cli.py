@@ -6,6 +6,7 @@ agentgym-eppo eval --checkpoint RUN_DIR/checkpoints/sft --tasks db kg [--split d
 agentgym-eppo eval --endpoint http://127.0.0.1:30000/v1 --model NAME --tasks os db
 agentgym-eppo diagnose RUN_DIR
 agentgym-eppo compare configs/compare.yaml
+agentgym-eppo serve --task db [--host 127.0.0.1] [--port 8000] [--max-sessions 64]
 """
 
 from __future__ import annotations
@@ -209,6 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
     compare = command("compare", "train several clip policies from one SFT checkpoint and compare")
     compare.add_argument("config", help="comparison YAML (see configs/compare-cpu.yaml)")
     compare.set_defaults(handler=_compare)
+
+    from agentgym_eppo.serving.command import add_serve_arguments, run_serve
+
+    serve = command("serve", "serve one task as an OpenEnv environment server")
+    add_serve_arguments(serve)
+    serve.set_defaults(handler=run_serve)
     return parser
 
 
