@@ -4,6 +4,7 @@ agentgym-eppo train --config configs/demo-cpu.yaml [key=value ...]
 agentgym-eppo pretrain --config configs/tiny-base.yaml [key=value ...]
 agentgym-eppo eval --checkpoint RUN_DIR/checkpoints/sft --tasks db kg [--split dev]
 agentgym-eppo eval --endpoint http://127.0.0.1:30000/v1 --model NAME --tasks os db
+agentgym-eppo fetch-model smollm2-135m-instruct
 agentgym-eppo diagnose RUN_DIR
 agentgym-eppo compare configs/compare.yaml
 agentgym-eppo serve --task db [--host 127.0.0.1] [--port 8000] [--max-sessions 64]
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from .algorithms import defaults as d
 from .rollout.chat import PROMPT_STYLES
+from .rollout.openai_http import EndpointError, EndpointLimits
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -45,6 +47,10 @@ def _eval(args: argparse.Namespace) -> int:
     if args.endpoint:
         if not args.model:
             raise CLIError("eval --endpoint needs --model (the served model's name)")
+        try:
+            limits = EndpointLimits(args.request_deadline, args.max_body_bytes, args.max_failures)
+        except ValueError as error:
+            raise CLIError(str(error)) from None
         result = evaluate_endpoint(
             args.endpoint,
             args.model,
@@ -54,6 +60,7 @@ def _eval(args: argparse.Namespace) -> int:
             api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
             temperature=args.temperature,
             max_tokens=args.max_tokens,
+            limits=limits,
         )
     else:
         if not args.checkpoint:
@@ -96,6 +103,24 @@ def _eval(args: argparse.Namespace) -> int:
     if args.output:
         Path(args.output).write_text(text + "\n", encoding="utf-8")
     print(text)
+    if result.get("failed"):  # raised after the write: the finished episodes are kept
+        unplayed = sum(result["not_played"].values())
+        raise EndpointError(
+            f"{result['failed'][-1]['error']} (partial result: {len(result['failed'])} "
+            f"episode(s) failed, {unplayed} not played)"
+        )
+    if result.get("partial"):  # interrupted
+        return 130
+    return 0
+
+
+def _fetch_model(args: argparse.Namespace) -> int:
+    from .training.models import NAMED_MODELS
+
+    model = NAMED_MODELS.get(args.name)
+    if model is None:
+        raise CLIError(f"no named model {args.name!r} (named: {', '.join(NAMED_MODELS)})")
+    print(model.build() if args.rebuild else model.ensure())
     return 0
 
 
@@ -172,6 +197,24 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--model", help="the endpoint's model name (with --endpoint)")
     evaluate.add_argument("--api-key-env", help="environment variable holding the API key")
     evaluate.add_argument(
+        "--request-deadline",
+        type=float,
+        default=EndpointLimits.deadline_s,
+        help="seconds one endpoint request may take in all (connect, headers, body)",
+    )
+    evaluate.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=EndpointLimits.max_body_bytes,
+        help="largest endpoint reply read; a longer one fails its episode",
+    )
+    evaluate.add_argument(
+        "--max-failures",
+        type=int,
+        default=EndpointLimits.max_consecutive_failures,
+        help="endpoint failures in a row that end the evaluation (the result is marked partial)",
+    )
+    evaluate.add_argument(
         "--tasks", nargs="+", required=True, help="task ids (os db kg alfworld webshop) or env ids"
     )
     evaluate.add_argument("--split", default="dev", help="task split: train | dev | test")
@@ -202,6 +245,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--output", help="also write the JSON here")
     evaluate.set_defaults(handler=_eval)
+
+    fetch = command(
+        "fetch-model", "convert a named model (e.g. smollm2-135m-instruct) into the model cache"
+    )
+    fetch.add_argument("name", help="the model's name, as model.path or --checkpoint take it")
+    fetch.add_argument("--rebuild", action="store_true", help="convert again even if cached")
+    fetch.set_defaults(handler=_fetch_model)
 
     diagnose = command("diagnose", "entropy diagnostics and plots of a run")
     diagnose.add_argument("run_dir", help="a run folder written by agentgym-eppo train")

@@ -8,9 +8,6 @@ JSON as the local evaluation (:func:`agentgym_eppo.trainer.evaluation.summarize`
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,57 +17,19 @@ from agentgym_eppo.trainer.evaluation import resolve_task, summarize
 
 from .chat import Transcript
 from .episodes import Episode
+from .openai_http import DEFAULT_LIMITS, EndpointError, EndpointLimits, chat_completion
+
+__all__ = [
+    "ENDPOINT_ERROR",
+    "EndpointError",
+    "EndpointLimits",
+    "chat_completion",
+    "evaluate_endpoint",
+]
 
 
-class EndpointError(RuntimeError):
-    """The endpoint could not be reached or did not answer as an OpenAI chat API."""
-
-
-def chat_completion(
-    base_url: str,
-    model: str,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
-    *,
-    api_key: str | None = None,
-    temperature: float = 0.0,
-    max_tokens: int = 1024,
-    timeout: float = 120.0,
-) -> dict[str, Any]:
-    """POST ``/chat/completions`` (OpenAI's schema) and return the first choice's message."""
-    body = json.dumps(
-        {
-            "model": model,
-            "messages": messages,
-            "tools": tools,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-        }
-    ).encode("utf-8")
-    request = urllib.request.Request(
-        base_url.rstrip("/") + "/chat/completions",
-        data=body,
-        headers={"Content-Type": "application/json"}
-        | ({"Authorization": f"Bearer {api_key}"} if api_key else {}),
-    )
-    url = request.full_url
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            reply = json.loads(response.read().decode("utf-8"))
-    except urllib.error.HTTPError as error:
-        answer = error.read().decode("utf-8", "replace").strip().replace("\n", " ")[:200]
-        raise EndpointError(f"{url} answered HTTP {error.code}: {answer or error.reason}") from None
-    except (urllib.error.URLError, OSError) as error:  # refused, unknown host, timeout
-        reason = getattr(error, "reason", error)
-        raise EndpointError(f"cannot reach {url}: {reason}") from None
-    except json.JSONDecodeError as error:
-        raise EndpointError(f"{url} answered something that is not JSON ({error.msg})") from None
-    try:
-        return dict(reply["choices"][0]["message"])
-    except (KeyError, IndexError, TypeError):
-        raise EndpointError(
-            f"{url} answered without choices[0].message (not an OpenAI chat completion)"
-        ) from None
+ENDPOINT_ERROR = "endpoint_error"
+"""The status of an episode whose request failed: it has no outcome of the model's."""
 
 
 def evaluate_endpoint(
@@ -84,26 +43,59 @@ def evaluate_endpoint(
     temperature: float = 0.0,
     max_tokens: int = 1024,
     env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    limits: EndpointLimits = DEFAULT_LIMITS,
 ) -> dict[str, Any]:
     """AgentBench-style evaluation of a served model: the model gets the task's system
     prompt, tool schemas and the dialogue; its message (a ``tool_calls`` entry or text)
-    is the action. Instances are played in order, one at a time."""
-    episodes: list[Episode] = []
+    is the action. Instances are played in order, one at a time.
+
+    The result is :func:`summarize`'s JSON over the episodes the model finished, plus
+    ``failed`` (each episode whose request failed: task, instance, turns and the
+    :class:`EndpointError` line; status ``endpoint_error``), ``not_played`` (instances
+    per task left unplayed after ``limits.max_consecutive_failures`` failures in a row or
+    an interrupt), ``stopped`` (why, or None) and ``partial`` (true when any instance has
+    no outcome of the model's). A failed request costs its episode, never the others."""
+    finished: list[Episode] = []
+    failed: list[Episode] = []
+    not_played: dict[str, int] = {}
+    stopped: str | None = None
+    streak = 0
     for task_id in tasks:
         env = gym.make(
             resolve_task(task_id), split=split, **dict((env_kwargs or {}).get(task_id, {}))
         )
         try:
             count = int(env.unwrapped.num_tasks)  # type: ignore[attr-defined]
-            for index in range(count if max_instances is None else min(count, max_instances)):
-                episodes.append(
-                    _play_endpoint_episode(
-                        env, index, base_url, model, api_key, temperature, max_tokens
-                    )
-                )
+            selected = count if max_instances is None else min(count, max_instances)
+            for index in range(selected):
+                if stopped is None:
+                    try:
+                        episode = _play_endpoint_episode(
+                            env, index, base_url, model, api_key, temperature, max_tokens, limits
+                        )
+                    except KeyboardInterrupt:
+                        stopped = "interrupted"
+                    else:
+                        ok = episode.status != ENDPOINT_ERROR
+                        (finished if ok else failed).append(episode)
+                        streak = 0 if ok else streak + 1
+                        if streak >= limits.max_consecutive_failures:
+                            stopped = f"{streak} endpoint failures in a row"
+                        continue
+                name = str(env.unwrapped.task_id)  # type: ignore[attr-defined]
+                not_played[name] = not_played.get(name, 0) + 1
         finally:
             env.close()
-    return summarize(episodes, "endpoint", split)
+    result = summarize(finished, "endpoint", split)
+    result["failed"] = [
+        {"task_id": e.task_id, "sample_id": e.sample_id, "status": e.status,
+         "turns": e.turns, "error": e.info["error"]}
+        for e in failed
+    ]  # fmt: skip
+    result["not_played"] = not_played
+    result["stopped"] = stopped
+    result["partial"] = bool(failed or not_played)
+    return result
 
 
 def _play_endpoint_episode(
@@ -114,6 +106,7 @@ def _play_endpoint_episode(
     api_key: str | None,
     temperature: float,
     max_tokens: int,
+    limits: EndpointLimits,
 ) -> Episode:
     observation, info = env.reset(options={"index": index})
     tools = list(info.get("tools") or [])
@@ -129,15 +122,21 @@ def _play_endpoint_episode(
         transcript=Transcript([]),
     )
     while True:
-        message = chat_completion(
-            base_url,
-            model,
-            messages,
-            tools,
-            api_key=api_key,
-            temperature=temperature,
-            max_tokens=max_tokens,
-        )
+        try:
+            message = chat_completion(
+                base_url,
+                model,
+                messages,
+                tools,
+                api_key=api_key,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                limits=limits,
+            )
+        except EndpointError as error:  # this episode has no outcome; the next reset starts over
+            episode.status = ENDPOINT_ERROR
+            episode.info["error"] = str(error)
+            return episode
         calls = message.get("tool_calls") or []
         action: Any = (
             {"role": "assistant", "tool_calls": calls[:1]}
