@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentgym_eppo.trainer.training.models import (
+    NAMED_MODELS,
     ModelLoadError,
     build_tiny_model,
     build_tokenizer,
@@ -83,8 +84,8 @@ def test_the_cli_reports_a_missing_model_in_one_line(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         f"agentgym-eppo eval: error: model {str(tmp_path / 'nowhere')!r}: no such folder, and "
-        f"not a shipped model (shipped: {', '.join(shipped_models()) or 'none'}) or a reachable "
-        "Hugging Face name"
+        f"not a shipped model (shipped: {', '.join(shipped_models()) or 'none'}), a named one "
+        f"({', '.join(NAMED_MODELS)}) or a reachable Hugging Face name"
     ]
 
 

@@ -76,7 +76,9 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     raise AssertionError("no subcommands")
 
 
-@pytest.mark.parametrize("name", ["train", "pretrain", "eval", "diagnose", "compare"])
+@pytest.mark.parametrize(
+    "name", ["train", "pretrain", "eval", "fetch-model", "diagnose", "compare"]
+)
 def test_every_subcommand_help_describes_each_argument_and_shows_defaults(name):
     sub = _subcommands(build_parser())[name]
     text = sub.format_help()

