@@ -5,11 +5,20 @@ Each line: ``task_id``, ``sample_id``, ``split``, ``system_prompt``, ``tools``,
 "status"}`` each), then ``return``, ``length``, ``status``, ``success``, ``score``,
 and for vector envs ``group`` and ``slot``. Actions are stored as given (text or a
 parsed call); anything JSON cannot hold is stored as its ``str``.
+
+Recording never raises out of ``step``, whatever the agent wrote. Text that UTF-8
+cannot encode (a lone surrogate such as ``"\\ud800"``) is written as its JSON escape, so
+:func:`read_trajectories` gives back the very same string; other text stays as it is.
+A value JSON cannot hold even as its ``str`` (a dict with non-string keys, a cycle,
+nesting past the encoder's recursion) is stored as a note naming it, and the rest of the
+episode is kept. A file that cannot be written (disk full) costs the episode: a warning,
+counted in :attr:`TrajectoryWriter.lost`.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -21,25 +30,84 @@ FINAL_KEYS = ("status", "success", "score")
 
 
 class TrajectoryWriter:
-    """Appends episodes to a JSONL file (created with its folder; flushed per line)."""
+    """Appends episodes to a JSONL file (created with its folder; flushed per line).
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "t.jsonl"
+    >>> writer = TrajectoryWriter(path)
+    >>> writer.write({"steps": [{"action": "caf\u00e9 \\ud800", "observation": {(1, 2): 3}}]})
+    >>> writer.close()
+    >>> path.read_text(encoding="utf-8")
+    '{"steps": [{"action": "caf\u00e9 \\\\ud800", "observation": "<not recordable as JSON: dict: keys must be str, int, float, bool or None, not tuple>"}]}\\n'
+    >>> read_trajectories(path)[0]["steps"][0]["action"] == "caf\u00e9 \\ud800"
+    True
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        # JSON text is ASCII outside its strings, so a surrogate's \\uXXXX replacement is
+        # the JSON escape of that very character: the line still reads back exactly.
+        self._file: IO[str] | None = self.path.open(
+            "a", encoding="utf-8", errors="backslashreplace"
+        )
         self.episodes = 0
+        self.lost = 0
 
     def write(self, episode: dict[str, Any]) -> None:
+        """Append one episode; raises only when the writer is closed (see the module)."""
         if self._file is None:
             raise RuntimeError(f"the trajectory file {self.path} is closed")
-        self._file.write(json.dumps(episode, ensure_ascii=False, default=str) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(_json_line(episode) + "\n")
+            self._file.flush()
+        except OSError as error:
+            self.lost += 1
+            warnings.warn(
+                f"trajectory file {self.path}: an episode was not recorded ({error})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return
         self.episodes += 1
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _json_line(episode: dict[str, Any]) -> str:
+    try:
+        return json.dumps(episode, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        # Encoded field by field, so only the values that cannot be held become notes;
+        # joined as text, so no field is nested deeper than it was.
+        def step(value: Any) -> str:
+            if not isinstance(value, dict):
+                return _encode(value)
+            return (
+                "{" + ", ".join(f"{_encode(str(k))}: {_encode(v)}" for k, v in value.items()) + "}"
+            )
+
+        fields = [
+            f"{_encode(str(key))}: "
+            + (
+                "[" + ", ".join(map(step, value)) + "]"
+                if key == "steps" and isinstance(value, list)
+                else _encode(value)
+            )
+            for key, value in episode.items()
+        ]
+        return "{" + ", ".join(fields) + "}"
+
+
+def _encode(value: Any) -> str:
+    """``value`` as JSON (non-JSON leaves as their ``str``), or a note string naming it."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError) as error:
+        return json.dumps(f"<not recordable as JSON: {type(value).__name__}: {error}>")
 
 
 def read_trajectories(path: str | Path) -> list[dict[str, Any]]:
