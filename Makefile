@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup system-deps demo test lint bench
+.PHONY: setup system-deps adapter-libs demo test lint bench
 
 setup: system-deps $(STAMP)
 
@@ -24,7 +24,34 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(VENV)/bin/agentgym-eppo train --config configs/demo-cpu.yaml
 
-test: setup
+# The RL libraries the adapters are tested against (docs/vector.md). SkyRL-gym 0.4.0 and
+# OpenRLHF 0.11.2 go into the main venv: SkyRL-gym's requirements are light, and OpenRLHF
+# goes in without its requirements (it pins flash-attn, which builds from source and fails
+# here) plus pylatexenc, the one its `openrlhf.utils` import needs that the venv lacks.
+ADAPTER_STAMP := $(VENV)/.adapter-libs-skyrl-gym-0.4.0-openrlhf-0.11.2
+adapter-libs: $(ADAPTER_STAMP)
+$(ADAPTER_STAMP): $(STAMP)
+	$(PY) -m pip install -q skyrl-gym==0.4.0 pylatexenc
+	$(PY) -m pip install -q --no-deps openrlhf==0.11.2
+	rm -f $(VENV)/.adapter-libs-*
+	touch $(ADAPTER_STAMP)
+
+# verl 0.9.1 pins transformers<5.11 (the main venv has 5.25), so its adapter is
+# tested in a venv of its own: torch first (the local CPU build), then verl and what it
+# pins (its agent loop also imports cachetools, uvicorn and fastapi, which verl does not
+# declare), then this project. tests/test_adapters_verl_venv.py runs the verl tests there.
+VERL_VENV ?= .venv-verl
+VERL_STAMP := $(VERL_VENV)/.installed-verl-0.9.1-$(shell sha1sum pyproject.toml | cut -c1-12)
+$(VERL_STAMP): pyproject.toml
+	python3 -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VERL_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VERL_VENV)/bin/python -m pip install -q verl==0.9.1 cachetools uvicorn fastapi
+	$(VERL_VENV)/bin/python -m pip install -q -e . pytest pytest-timeout
+	rm -f $(VERL_VENV)/.installed-*
+	touch $(VERL_STAMP)
+
+test: setup $(ADAPTER_STAMP) $(VERL_STAMP)
 	bash scripts/run_tests.sh
 
 lint: setup

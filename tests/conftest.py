@@ -10,9 +10,11 @@ missing (:data:`REQUIREMENTS`).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -42,14 +44,11 @@ def agentbench_data() -> Path:
 
 CI_ALLOWED_SKIPS: tuple[tuple[str, str], ...] = (
     (
-        r"^verl is not installed",
-        "verl pins its own torch and inference engine: installing it would replace the "
-        "project's pinned torch (docs/vector.md); the adapter's behaviour is tested "
-        "against stand-ins",
-    ),
-    (
-        r"^skyrl_gym is not installed",
-        "SkyRL-gym pins its own torch, as verl does (docs/vector.md)",
+        r"^agentgym_eppo\.adapters\.verl needs the optional verl",
+        "the doctest run imports every module in the main venv, where verl is absent: "
+        "`.venv/bin/pip install --dry-run verl==0.9.1` would downgrade transformers "
+        "5.25.0 to 5.10.4 and tokenizers to 0.22.2; the module is imported and tested in "
+        ".venv-verl (tests/test_adapters_verl_venv.py)",
     ),
     (
         r"^sglang is installed here",
@@ -69,6 +68,7 @@ REQUIREMENTS: tuple[tuple[str, str], ...] = (
     ("Virtuoso", r"Virtuoso"),
     ("the Oxigraph server", r"Oxigraph server"),
     ("AgentBench's task files (../shared/data/agentbench)", r"AgentBench's (task files|scripts)"),
+    ("the verl venv (`make test` builds .venv-verl)", r"verl venv"),
     ("a Python package (pip install -e '.[all]')", r"could not import|No module named"),
 )
 """(what is missing, regular expression of the skip reasons it causes): names the cause in
@@ -161,8 +161,73 @@ class SkipLedger:
         )
 
 
+class LibraryLedger:
+    """Which real third-party libraries the adapter tests ran against, and where.
+
+    A test marked ``@pytest.mark.real_library("skyrl-gym")`` counts for that library in
+    this venv; a test that ran another venv's tests (the verl venv) records them with
+    :func:`record_library_run`. The run ends with one line per library and venv.
+    """
+
+    def __init__(self) -> None:
+        self.outcomes: Counter[tuple[str, str, str, str]] = Counter()
+
+    def record(self, library: str, version: str, venv: str, outcome: str, count: int = 1) -> None:
+        self.outcomes[(library, version, venv, outcome)] += count
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        libraries = getattr(report, "real_libraries", ())
+        if libraries and (report.when == "call" or report.outcome != "passed"):
+            for library in libraries:
+                version = _installed_version(library)
+                self.record(library, version, _venv_name(sys.prefix), report.outcome)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.outcomes:
+            return
+        terminalreporter.section("real libraries the adapters ran against")
+        runs: dict[tuple[str, str, str], list[str]] = {}
+        for (library, version, venv, outcome), count in sorted(self.outcomes.items()):
+            runs.setdefault((library, version, venv), []).append(f"{count} {outcome}")
+        for (library, version, venv), counts in runs.items():
+            terminalreporter.write_line(f"{library} {version} in {venv}: {', '.join(counts)}")
+
+
+def _installed_version(library: str) -> str:
+    try:
+        return importlib.metadata.version(library)
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def _venv_name(prefix: str) -> str:
+    path = Path(prefix)
+    return path.name if path.parent == REPO_ROOT else str(path)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    report.real_libraries = tuple(mark.args[0] for mark in item.iter_markers("real_library"))
+    return report
+
+
+def record_library_run(
+    config: pytest.Config, library: str, version: str, venv: str, outcomes: dict[str, int]
+) -> None:
+    """Count tests that ran in another venv (e.g. ``.venv-verl``) in this run's summary."""
+    ledger = config.pluginmanager.get_plugin("agentgym-library-ledger")
+    for outcome, count in outcomes.items():
+        ledger.record(library, version, venv, outcome, count)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(SkipLedger(), "agentgym-skip-ledger")
+    config.pluginmanager.register(LibraryLedger(), "agentgym-library-ledger")
+    config.addinivalue_line(
+        "markers",
+        "real_library(name): runs a third-party RL library's own code (counted in the summary)",
+    )
     # Hypothesis keeps its caches and example database in ./.hypothesis unless told
     # otherwise; a test run must leave nothing in the repository, so each run gets a
     # private folder (a fixed /tmp path would be shared between concurrent runs).

@@ -1,9 +1,9 @@
 """Adapters that let third-party RL libraries train on these environments.
 
-One module per library, each imported on use so that none of the libraries is needed
+One module per library, each importing its library, so that none of them is needed
 to import the package: ``adapters.trl`` (TRL ``GRPOTrainer``'s ``environment_factory``),
-``adapters.verl`` (verl ``BaseTool``), ``adapters.skyrl`` (SkyRL-gym ``BaseTextEnv``),
-``adapters.openrlhf`` (OpenRLHF's agent instance; the file is an ``--agent_func_path``).
+``adapters.verl`` (a verl agent loop, and ``BaseTool``), ``adapters.skyrl`` (SkyRL-gym
+``BaseTextEnv``), ``adapters.openrlhf`` (OpenRLHF's agent instance; the file is an ``--agent_func_path``).
 They build on :mod:`agentgym_eppo.wrappers` (the episode session, chat and formats);
 ``docs/vector.md`` shows each one in use.
 """

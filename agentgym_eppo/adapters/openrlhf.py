@@ -12,8 +12,11 @@ ChatML tool response followed by the next assistant header, so the model continu
 in its own chat format. Point OpenRLHF at this file (``--agent_func_path
 path/to/agentgym_eppo/adapters/openrlhf.py``): it defines ``AgentExecutor``.
 
-Without OpenRLHF installed (it is not a dependency: it pins its own torch and vLLM)
-the classes derive from stand-ins with the same interface.
+Importing this module needs OpenRLHF's ``openrlhf.utils.agent`` (tested with 0.11.2).
+OpenRLHF's own requirements include flash-attn, which builds from source against CUDA;
+where that cannot build, ``pip install --no-deps openrlhf`` plus ``pylatexenc`` (with
+torch and transformers present) is enough for this module and for OpenRLHF's
+``MultiTurnAgentExecutor``, which the tests run.
 """
 
 from __future__ import annotations
@@ -21,25 +24,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
+
 from agentgym_eppo.wrappers.session import EpisodeSession
-
-try:
-    from openrlhf.utils.agent import AgentInstanceBase as _InstanceBase
-    from openrlhf.utils.agent import MultiTurnAgentExecutor as _ExecutorBase
-except ImportError:
-
-    class _InstanceBase:  # type: ignore[no-redef]
-        """Stand-in for ``openrlhf.utils.agent.AgentInstanceBase``."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-    class _ExecutorBase:  # type: ignore[no-redef]
-        """Stand-in for ``openrlhf.utils.agent.MultiTurnAgentExecutor``."""
-
-        def __init__(self, agent_instance_cls: type) -> None:
-            self.agent_instance_cls = agent_instance_cls
-
 
 FEEDBACK_TEMPLATE = (
     "\n<|im_start|>user\n<tool_response>\n{observation}\n</tool_response><|im_end|>\n"
@@ -69,7 +56,7 @@ def _tensor(value: float) -> Any:
     return torch.tensor(value)
 
 
-class AgentGymAgentInstance(_InstanceBase):
+class AgentGymAgentInstance(AgentInstanceBase):
     """One episode per prompt; the label names the task instance."""
 
     feedback_template = FEEDBACK_TEMPLATE
@@ -105,7 +92,7 @@ class AgentGymAgentInstance(_InstanceBase):
         }
 
 
-class AgentExecutor(_ExecutorBase):
+class AgentExecutor(MultiTurnAgentExecutor):
     """What OpenRLHF loads from ``--agent_func_path``: the multi-turn executor over our envs."""
 
     def __init__(self) -> None:

@@ -9,10 +9,9 @@ id or Gymnasium id, ``task_index`` or ``sample_id``) and the env's keywords from
 prompt's last user message, and answers each reply with the tool's output as a user
 message. Register it with :func:`register_skyrl_env` (id ``agentgym_eppo``).
 
-When ``skyrl_gym`` is not installed (it is not a dependency here: its pins clash with
-the project's), the class derives from a stand-in with the same interface, so the
-adapter stays importable and testable; with SkyRL installed it is a real subclass of
-``BaseTextEnv``.
+Importing this module needs ``skyrl_gym`` (``pip install skyrl-gym``; tested with
+0.4.0, which installs beside this project's torch and transformers):
+:class:`AgentGymTextEnv` is a real subclass of its ``BaseTextEnv``.
 """
 
 from __future__ import annotations
@@ -20,27 +19,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import skyrl_gym
+from skyrl_gym.envs.base_text_env import BaseTextEnv
+
 from agentgym_eppo.wrappers.session import EpisodeSession
-
-try:
-    from skyrl_gym.envs.base_text_env import BaseTextEnv as _SkyRLBase
-except ImportError:
-
-    class _SkyRLBase:  # type: ignore[no-redef]
-        """Stand-in for ``skyrl_gym.envs.base_text_env.BaseTextEnv`` (same attributes)."""
-
-        def __init__(self) -> None:
-            self.turns = 0
-            self.max_turns = 1
-
-        def get_metrics(self) -> dict[str, Any]:
-            return {}
-
 
 SKYRL_ENV_ID = "agentgym_eppo"
 
 
-class AgentGymTextEnv(_SkyRLBase):
+class AgentGymTextEnv(BaseTextEnv):
     """One episode of one of our environments, in SkyRL's text-env protocol."""
 
     def __init__(
@@ -99,8 +86,6 @@ class AgentGymTextEnv(_SkyRLBase):
 
 
 def register_skyrl_env(env_id: str = SKYRL_ENV_ID) -> None:
-    """Register :class:`AgentGymTextEnv` with ``skyrl_gym`` (needs SkyRL installed)."""
-    import skyrl_gym
-
+    """Register :class:`AgentGymTextEnv` with ``skyrl_gym`` under ``env_id`` (once)."""
     if env_id not in skyrl_gym.envs.registration.registry:
         skyrl_gym.register(id=env_id, entry_point=f"{__name__}:AgentGymTextEnv")

@@ -1,0 +1,267 @@
+"""The verl adapter against verl 0.9.1 itself: run in the verl venv (``.venv-verl``).
+
+verl pins transformers<5.11, so it lives in a venv of its own that ``make test`` builds;
+``tests/test_adapters_verl_venv.py`` runs this file there (the name keeps the main
+venv's pytest from collecting it). What is real: verl's ``AgentLoopWorker`` (its agent
+loop registry, hydra instantiation, Continuous Token builder, padding, reward
+placement and batch assembly), its ``ToolAgentLoop`` with its hermes tool parser, its
+``BaseTool``/``ToolResponse`` types and its generated trainer config, with the
+agentgym-tiny tokenizer and chat template. What is not: the LLM server. No vLLM or
+SGLang runs here, so a :class:`ScriptedServer` (verl's ``LLMServerClient`` with
+``generate`` answered locally) replies with fixed text per sample and turn, tokenized
+by the real tokenizer; no model weights are involved and nothing is trained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from importlib.resources import files
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from transformers import AutoTokenizer
+from vector_test_envs import COUNT, GUESS
+from verl.experimental.agent_loop.agent_loop import AgentLoopWorker, _agent_loop_registry
+from verl.protocol import DataProto
+from verl.tools.base_tool import BaseTool
+from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
+from verl.workers.rollout.llm_server import LLMServerClient
+from verl.workers.rollout.replica import TokenOutput
+
+from agentgym_eppo.adapters import verl as verl_adapter
+from agentgym_eppo.trainer.training.models import resolve_model_path
+
+pytestmark = pytest.mark.real_library("verl")
+
+TINY = resolve_model_path("agentgym-tiny")
+END = "<|im_end|>"
+
+
+def call(word: str) -> str:
+    return f'<tool_call>\n{{"name": "say", "arguments": {{"word": "{word}"}}}}\n</tool_call>'
+
+
+class ScriptedServer(LLMServerClient):
+    """verl's LLM server client with ``generate`` answered here, in place of vLLM/SGLang:
+    the reply for a sample's k-th turn is ``replies[sample_id][k]`` (the sample found in
+    the prompt's text, the turn by the tool responses seen so far), tokenized for real."""
+
+    def __init__(self, config: DictConfig, tokenizer: Any, replies: dict[str, list[str]]) -> None:
+        super().__init__(config)
+        self.tokenizer = tokenizer
+        self.replies = replies
+        self.calls = 0
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
+    ) -> TokenOutput:
+        self.calls += 1
+        text = self.tokenizer.decode(prompt_ids)
+        (sample,) = [name for name in self.replies if f"of {name}." in text]
+        reply = self.replies[sample][text.count("<tool_response>")] + END
+        return TokenOutput(token_ids=self.tokenizer(reply, add_special_tokens=False)["input_ids"])
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    return AutoTokenizer.from_pretrained(TINY)
+
+
+def trainer_config(tmp_path: Path, response_length: int = 128) -> DictConfig:
+    """verl's own generated PPO trainer config, pointed at agentgym-tiny and our loops."""
+    config = OmegaConf.load(str(files("verl.trainer.config") / "_generated_ppo_trainer.yaml"))
+    config.actor_rollout_ref.model.path = TINY
+    rollout = config.actor_rollout_ref.rollout
+    rollout.name = "vllm"  # mandatory in the config; only the real server client reads it
+    rollout.prompt_length, rollout.response_length = 512, response_length
+    loops = tmp_path / "agent_loops.yaml"
+    verl_adapter.write_verl_agent_loop_config(str(loops))
+    rollout.agent.agent_loop_config_path = str(loops)
+    tools = tmp_path / "tools.yaml"
+    verl_adapter.write_verl_tool_config(str(tools), [GUESS])
+    rollout.multi_turn.tool_config_path = str(tools)
+    return config
+
+
+def batch_of(rows: list[dict[str, Any]]) -> DataProto:
+    """The fields verl's RLHFDataset gives each sample (``tools_kwargs`` from extra_info)."""
+    column = lambda values: np.array(values, dtype=object)  # noqa: E731
+    return DataProto.from_single_dict(
+        {
+            "raw_prompt": column([row["prompt"] for row in rows]),
+            "extra_info": column([row["extra_info"] for row in rows]),
+            "tools_kwargs": column([row["extra_info"]["tools_kwargs"] for row in rows]),
+            "agent_name": column([row["agent_name"] for row in rows]),
+        }
+    )
+
+
+def generate(config: DictConfig, server: ScriptedServer, rows: list[dict[str, Any]]) -> DataProto:
+    worker = AgentLoopWorker(config, llm_client=server)
+    return asyncio.run(worker.generate_sequences(batch_of(rows)))
+
+
+def split_response(output: DataProto, i: int, tokenizer: Any) -> tuple[str, str]:
+    """(the model's tokens, the environment's tokens) of sample ``i``'s response."""
+    response = output.batch["responses"][i]
+    mask = output.batch["response_mask"][i].bool()
+    used = output.batch["attention_mask"][i, -response.shape[0] :].bool()
+    return tokenizer.decode(response[mask]), tokenizer.decode(response[used & ~mask])
+
+
+# ---------------------------------------------------------------------- the agent loop
+
+
+def test_agent_loop_is_registered_under_its_name() -> None:
+    assert verl_adapter.AGENT_LOOP_NAME == "agentgym_agent"
+    assert _agent_loop_registry["agentgym_agent"] == {
+        "_target_": "agentgym_eppo.adapters.verl.AgentGymAgentLoop"
+    }
+
+
+def test_verls_agent_loop_worker_plays_episodes_through_the_agent_loop(
+    tmp_path: Path, tokenizer: Any
+) -> None:
+    rows = verl_adapter.verl_rows(GUESS, [2, 0], agent_name="agentgym_agent")
+    server = ScriptedServer(
+        trainer_config(tmp_path),
+        tokenizer,
+        {"guess-train-2": [call("alpha"), call("gamma")], "guess-train-0": [call("beta")] * 4},
+    )
+    output = generate(trainer_config(tmp_path), server, rows)
+
+    assert list(output.non_tensor_batch["agentgym_task"]) == ["guess", "guess"]
+    assert list(output.non_tensor_batch["agentgym_status"]) == ["completed", "task_limit_reached"]
+    assert list(output.non_tensor_batch["agentgym_success"]) == [True, False]
+    assert [list(t) for t in output.non_tensor_batch["turn_scores"]] == [
+        [0.0, 1.0],
+        [0.0] * 3 + [-0.2],
+    ]
+    assert list(output.non_tensor_batch["__num_turns__"]) == [5, 9]
+    # verl places each episode's return on its last response token
+    scores = output.batch["rm_scores"]
+    last = output.batch["attention_mask"][:, -scores.shape[1] :].sum(dim=1) - 1
+    assert scores.sum(dim=1).tolist() == pytest.approx([1.0, -0.2])
+    assert scores[[0, 1], last].tolist() == pytest.approx([1.0, -0.2])
+
+    model, environment = split_response(output, 0, tokenizer)
+    assert model == call("alpha") + END + call("gamma") + END
+    assert environment == (
+        "\n<|im_start|>user\n<tool_response>\nnot alpha\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    prompt = tokenizer.decode(output.batch["prompts"][0][output.batch["prompts"][0] != 0])
+    assert "Guess the word of guess-train-2." in prompt and '"name": "say"' in prompt
+
+
+def test_agent_loop_ends_an_episode_that_outgrows_the_response_budget(
+    tmp_path: Path, tokenizer: Any
+) -> None:
+    config = trainer_config(tmp_path, response_length=48)
+    rows = verl_adapter.verl_rows(GUESS, [0], agent_name="agentgym_agent")
+    server = ScriptedServer(config, tokenizer, {"guess-train-0": [call("beta")] * 4})
+    output = generate(config, server, rows)
+    assert list(output.non_tensor_batch["agentgym_status"]) == ["agent_context_limit"]
+    assert output.batch["rm_scores"].sum().item() == pytest.approx(-0.2)
+    assert output.batch["responses"].shape[1] == 48
+    assert server.calls < 4
+
+
+def test_agent_loop_needs_the_task_in_extra_info(tmp_path: Path, tokenizer: Any) -> None:
+    (row,) = verl_adapter.verl_rows(GUESS, [0], agent_name="agentgym_agent")
+    del row["extra_info"]["task"]
+    server = ScriptedServer(trainer_config(tmp_path), tokenizer, {})
+    with pytest.raises(ValueError, match=r"needs extra_info\['task'\]"):
+        generate(trainer_config(tmp_path), server, [row])
+
+
+# ---------------------------------------------------------------------- the BaseTool route
+
+
+def test_verls_tool_agent_loop_runs_our_tools_on_one_episode(
+    tmp_path: Path, tokenizer: Any
+) -> None:
+    rows = verl_adapter.verl_rows(GUESS, [2])
+    assert rows[0]["agent_name"] == "tool_agent"
+    server = ScriptedServer(
+        trainer_config(tmp_path), tokenizer, {"guess-train-2": [call("alpha"), call("gamma"), "ok"]}
+    )
+    returns_before = dict(verl_adapter.SESSIONS.returns)
+    output = generate(trainer_config(tmp_path), server, rows)
+    assert [list(t) for t in output.non_tensor_batch["tool_rewards"]] == [[0.0, 1.0]]
+    _, environment = split_response(output, 0, tokenizer)
+    assert re.findall(r"<tool_response>\n(.*?)\n</tool_response>", environment) == [
+        "not alpha",
+        "right",
+    ]
+    ended = {k: v for k, v in verl_adapter.SESSIONS.returns.items() if k not in returns_before}
+    assert list(ended.values()) == [1.0]  # the episode ended, its env released
+
+
+def _verl_tool() -> verl_adapter.AgentGymTool:
+    (entry,) = [
+        e
+        for e in verl_adapter.verl_tool_config([GUESS])["tools"]
+        if e["tool_schema"]["function"]["name"] == "say"
+    ]
+    schema = OpenAIFunctionToolSchema.model_validate(entry["tool_schema"])
+    return verl_adapter.AgentGymTool(entry["config"], schema)
+
+
+async def _verl_call(
+    tool: verl_adapter.AgentGymTool, request_id: str, index: int, word: str
+) -> tuple[Any, float, dict[str, Any]]:
+    """What verl's ToolAgentLoop does for one call: create, execute, release."""
+    instance_id, _ = await tool.create(create_kwargs={"task_index": index})
+    try:
+        return await tool.execute(
+            instance_id, {"word": word}, agent_data=SimpleNamespace(request_id=request_id)
+        )
+    finally:
+        await tool.release(instance_id)
+
+
+def test_verl_tools_share_one_episode_per_rollout() -> None:
+    tool = _verl_tool()
+    assert isinstance(tool, BaseTool) and tool.name == "say"
+
+    async def rollouts() -> None:
+        response, reward, metrics = await _verl_call(tool, "r1", 0, "beta")
+        assert isinstance(response, ToolResponse)
+        assert (response.text, reward, metrics) == (
+            "not beta",
+            0.0,
+            {"status": "running", "success": False, "done": False},
+        )
+        other, _, _ = await _verl_call(tool, "r2", 2, "beta")  # a second rollout, another instance
+        assert other.text == "not beta"
+        response, reward, metrics = await _verl_call(tool, "r1", 0, "alpha")
+        assert (response.text, reward, metrics["done"]) == ("right", 1.0, True)
+        assert await tool.calc_reward("any", agent_data=SimpleNamespace(request_id="r1")) == 1.0
+        response, _, _ = await _verl_call(tool, "r2", 2, "gamma")
+        assert response.text == "right"
+
+    open_before = len(verl_adapter.SESSIONS)
+    asyncio.run(rollouts())
+    assert len(verl_adapter.SESSIONS) == open_before  # ended episodes release their envs
+    asyncio.run(_verl_call(tool, "r3", 1, "nope"))
+    assert verl_adapter.end_episode(GUESS, "r3") == pytest.approx(-0.2)
+
+
+def test_verl_tool_config_and_rows_follow_verls_formats(tmp_path: Path) -> None:
+    path = tmp_path / "tools.yaml"
+    verl_adapter.write_verl_tool_config(str(path), [GUESS, COUNT])
+    tools = yaml.safe_load(path.read_text())["tools"]
+    assert [t["tool_schema"]["function"]["name"] for t in tools] == ["say", "wait", "die"] * 2
+    assert tools[0]["class_name"] == "agentgym_eppo.adapters.verl.AgentGymTool"
+    assert tools[3]["config"] == {"type": "native", "task": COUNT, "env_kwargs": {}}
+    (row,) = verl_adapter.verl_rows(GUESS, [2])
+    assert row["prompt"][1] == {"role": "user", "content": "Guess the word of guess-train-2."}
+    assert row["extra_info"]["tools_kwargs"]["say"] == {"create_kwargs": {"task_index": 2}}
+    assert row["data_source"] == "agentgym_eppo/guess" and row["agent_name"] == "tool_agent"
