@@ -9,14 +9,28 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-ENVIRONMENTS: dict[str, tuple[str, str]] = {
-    "os": ("AgentBench-OS-v0", "agentgym_eppo.environments.os.env:OSEnv"),
-    "db": ("AgentBench-DB-v0", "agentgym_eppo.environments.db.env:DBEnv"),
-    "kg": ("AgentBench-KG-v0", "agentgym_eppo.environments.kg.env:KGEnv"),
-    "alfworld": ("AgentBench-ALFWorld-v0", "agentgym_eppo.environments.alfworld.env:ALFWorldEnv"),
-    "webshop": ("AgentBench-WebShop-v0", "agentgym_eppo.environments.webshop.env:WebShopEnv"),
-}
+from agentgym_eppo.core.registry import Registry
+
+ENVIRONMENTS: Registry[tuple[str, str]] = Registry(
+    "task",
+    {
+        "os": ("AgentBench-OS-v0", "agentgym_eppo.environments.os.env:OSEnv"),
+        "db": ("AgentBench-DB-v0", "agentgym_eppo.environments.db.env:DBEnv"),
+        "kg": ("AgentBench-KG-v0", "agentgym_eppo.environments.kg.env:KGEnv"),
+        "alfworld": (
+            "AgentBench-ALFWorld-v0",
+            "agentgym_eppo.environments.alfworld.env:ALFWorldEnv",
+        ),
+        "webshop": (
+            "AgentBench-WebShop-v0",
+            "agentgym_eppo.environments.webshop.env:WebShopEnv",
+        ),
+    },
+)
 """``info["task_id"]`` -> (Gymnasium id, entry point ``module:Class``)."""
+
+TASK_IDS: tuple[str, ...] = tuple(ENVIRONMENTS)
+"""The task ids, in AgentBench's order: the one list every other one derives from."""
 
 
 def env_id_for(task_id: str) -> str:

@@ -109,7 +109,7 @@ def test_the_report_counts_finished_runs_and_names_the_failed_ones(comparison: P
     text = (config.output_dir / "report.md").read_text()
     assert "Runs finished: 4 of 6 planned (3 methods x seeds [0, 1]): **PARTIAL**." in text
     assert (
-        "- `broken/seed0`: agentgym_eppo.trainer.algorithms.registry.UnknownNameError: "
+        "- `broken/seed0`: agentgym_eppo.core.registry.UnknownNameError: "
         "clip.policy: unknown clip policy 'nonsense'; known: bapo, dapo, dcpo, eppo, fixed"
     ) in text
     assert "| SFT start (shared) | - |" in text

@@ -26,7 +26,6 @@ the observation and costs a turn.
 from __future__ import annotations
 
 import abc
-import difflib
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -38,6 +37,7 @@ import gymnasium as gym
 
 from .errors import EpisodeEnd, TaskFormatError, ToolCallError
 from .function_calls import FunctionCall, parse_function_call
+from .registry import did_you_mean
 from .rewards import ABORT_PENALTY
 from .spaces import UnicodeText
 from .statuses import Status
@@ -381,10 +381,9 @@ def check_reset_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     unknown = [key for key in options if key not in RESET_OPTIONS]
     if unknown:
         key = unknown[0]
-        close = difflib.get_close_matches(str(key), RESET_OPTIONS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(
-            f"unknown reset option {key!r}{hint}; known options: {', '.join(RESET_OPTIONS)}"
+            f"unknown reset option {key!r}{did_you_mean(key, RESET_OPTIONS)}; "
+            f"known options: {', '.join(RESET_OPTIONS)}"
         )
     return dict(options)
 

@@ -17,8 +17,18 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from .errors import TaskFormatError
+from .registry import Registry
 
-SPLITS = ("train", "dev", "test")
+TASK_SPLITS: Registry[str] = Registry(
+    "split",
+    {
+        "train": "what training (RL rollouts, expert episodes for SFT) draws from",
+        "dev": "held out from training; what the trainer evaluates by default",
+        "test": "held out from training and from every choice made on dev",
+    },
+)
+"""Every task family's splits (AgentBench's dev and test, plus a train split)."""
+SPLITS = tuple(TASK_SPLITS)
 
 
 @dataclass(frozen=True)

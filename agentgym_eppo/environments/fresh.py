@@ -16,7 +16,6 @@ False
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib
 from collections.abc import Mapping
@@ -25,14 +24,10 @@ from types import ModuleType
 from typing import Any
 
 from ..core import asset_path, read_json_or_jsonl
+from ..core.registry import did_you_mean
+from ..registration import TASK_IDS
 
-SOURCES: dict[str, str] = {
-    "os": "agentgym_eppo.environments.os.fresh",
-    "db": "agentgym_eppo.environments.db.fresh",
-    "kg": "agentgym_eppo.environments.kg.fresh",
-    "alfworld": "agentgym_eppo.environments.alfworld.fresh",
-    "webshop": "agentgym_eppo.environments.webshop.fresh",
-}
+SOURCES: dict[str, str] = {task: f"agentgym_eppo.environments.{task}.fresh" for task in TASK_IDS}
 """``info["task_id"]`` -> the module with ``fresh_tasks(count, seed)``, ``content_key(row)``,
 ``SPLIT_FILE`` (the shipped split files' name pattern) and, where a row's id is not its
 ``sample_id`` field, ``ID_FIELD``."""
@@ -42,10 +37,9 @@ HELDOUT_SPLITS = ("dev", "test")
 
 def _source(task_id: str) -> ModuleType:
     if task_id not in SOURCES:
-        close = difflib.get_close_matches(task_id, SOURCES, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise KeyError(
-            f"no fresh-task generator for task {task_id!r}{hint}; known: {', '.join(SOURCES)}"
+            f"no fresh-task generator for task {task_id!r}{did_you_mean(task_id, SOURCES)}; "
+            f"known: {', '.join(SOURCES)}"
         )
     return importlib.import_module(SOURCES[task_id])
 

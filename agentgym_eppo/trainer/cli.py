@@ -29,6 +29,11 @@ def _train(args: argparse.Namespace) -> int:
     from .run import run_training
 
     config = load_config(None if args.defaults else args.config, args.overrides)
+    if args.show_config:
+        from .config import describe_config
+
+        print(describe_config(config))
+        return 0
     run_training(config)
     return 0
 
@@ -180,6 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--defaults",
         action="store_true",
         help="start from the built-in defaults (the paper's full-size run) instead of a file",
+    )
+    train.add_argument(
+        "--show-config",
+        action="store_true",
+        help="print every field with its value, default and help (where the default comes "
+        "from), then exit without training",
     )
     train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rl.steps=10")
     train.set_defaults(handler=_train)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -30,6 +29,9 @@ from typing import Any
 
 import yaml
 
+from agentgym_eppo.core.registry import Registry, did_you_mean
+from agentgym_eppo.core.tasks import TASK_SPLITS
+from agentgym_eppo.registration import ENVIRONMENTS, TASK_IDS
 from agentgym_eppo.trainer.algorithms import defaults as d
 from agentgym_eppo.trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS
 from agentgym_eppo.trainer.algorithms.clip_policies import (
@@ -39,11 +41,28 @@ from agentgym_eppo.trainer.algorithms.clip_policies import (
 )
 from agentgym_eppo.trainer.devices import check_bf16
 from agentgym_eppo.trainer.distributed.config import EngineConfig, RayConfig, ScaleConfig
+from agentgym_eppo.trainer.rollout.chat import PROMPT_STYLES
+from agentgym_eppo.vector.workers import BACKENDS
 
 from .config_fields import help_field as _help
 
 EVAL_STAGES = ("before_sft", "after_sft", "after_rl")
 """The stages the trainer evaluates at, in training order (``eval.stages``)."""
+
+PROMPTS: Registry[str] = Registry(
+    "prompt style",
+    dict(
+        zip(
+            PROMPT_STYLES,
+            (
+                "the environment's system prompt and tool schemas (AgentBench's prompt)",
+                "one line naming the task and the tool signatures (tiny models from scratch)",
+            ),
+            strict=True,
+        )
+    ),
+)
+"""``rollout.prompt`` -> what the prompt holds (the styles of the chat layer)."""
 
 
 @dataclass
@@ -52,16 +71,23 @@ class ModelConfig:
 
     path: str | None = _help(
         "A saved HF model directory (with its tokenizer); None builds a tiny Qwen2 from "
-        "the fields below and a byte-level BPE tokenizer trained on expert trajectories.",
+        "the fields below and a byte-level BPE tokenizer trained on expert trajectories. "
+        "Default: unset (built).",
         None,
     )
-    vocab_size: int = _help("BPE vocabulary size of the built tokenizer.", 4096)
-    hidden_size: int = _help("Width of the built model.", 128)
-    layers: int = _help("Transformer layers of the built model.", 4)
-    heads: int = _help("Attention heads of the built model.", 4)
-    kv_heads: int = _help("Key/value heads (grouped-query attention, as Qwen2).", 2)
-    intermediate_size: int | None = _help("MLP width; None = 4 x hidden_size.", None)
-    max_position_embeddings: int = _help("Longest context the model accepts.", 8192)
+    vocab_size: int = _help(
+        "BPE vocabulary size of the built tokenizer. Default: ours (tiny model).", 4096
+    )
+    hidden_size: int = _help("Width of the built model. Default: ours (tiny model).", 128)
+    layers: int = _help("Transformer layers of the built model. Default: ours (tiny model).", 4)
+    heads: int = _help("Attention heads of the built model. Default: ours (tiny model).", 4)
+    kv_heads: int = _help(
+        "Key/value heads (grouped-query attention, as Qwen2). Default: ours (tiny model).", 2
+    )
+    intermediate_size: int | None = _help("MLP width. Default: unset = 4 x hidden_size.", None)
+    max_position_embeddings: int = _help(
+        "Longest context the model accepts (paper: 8,192 tokens per episode).", 8192
+    )
 
 
 @dataclass
@@ -70,31 +96,44 @@ class SFTConfig:
 
     enabled: bool = _help(
         "Train on expert trajectories before RL: a model trained from scratch must learn "
-        "the tool-call format before RL can help.",
+        "the tool-call format before RL can help. Default: ours.",
         True,
     )
     episodes_per_task: int = _help(
-        "Expert episodes recorded per task (train split; instances cycled).", 64
+        "Expert episodes recorded per task (train split; instances cycled). Default: ours.", 64
     )
     episodes_by_task: dict[str, int] = field(
         default_factory=dict,
         metadata={
             "help": "Per-task exceptions to episodes_per_task, keyed on info['task_id'] "
-            "(e.g. fewer of ALFWorld's long episodes, to bound the SFT's cost)."
+            "(e.g. fewer of ALFWorld's long episodes, to bound the SFT's cost). Default: unset."
         },
     )
-    epochs: int = _help("Passes over the expert episodes.", 3)
-    lr: float = _help("AdamW learning rate of the warm start.", 1e-3)
+    epochs: int = _help("Passes over the expert episodes. Default: ours.", 3)
+    lr: float = _help(
+        "AdamW learning rate of the warm start. Default: ours (tiny model from scratch).", 1e-3
+    )
     warmup_fraction: float = _help(
-        "Share of the SFT steps over which the learning rate rises linearly to lr.", 0.0
+        "Share of the SFT steps over which the learning rate rises linearly to lr. Default: off.",
+        0.0,
     )
     final_lr_fraction: float = _help(
         "The SFT learning rate decays along a cosine to this fraction of lr by the last "
-        "step (1.0 keeps it constant); the usual schedule for training from scratch.",
+        "step; the usual schedule for training from scratch. Default: off (1.0 keeps it "
+        "constant).",
         1.0,
     )
-    micro_batch_tokens: int = _help("Padded tokens per SFT micro-batch.", 8192)
-    batch_episodes: int = _help("Episodes per SFT optimizer step.", 16)
+    micro_batch_tokens: int = _help("Padded tokens per SFT micro-batch. Default: ours.", 8192)
+    batch_episodes: int = _help("Episodes per SFT optimizer step. Default: ours.", 16)
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        if not (0.0 <= self.warmup_fraction < 1.0 and 0.0 <= self.final_lr_fraction <= 1.0):
+            raise ValueError(
+                "sft.warmup_fraction must be in [0, 1) and sft.final_lr_fraction in [0, 1]"
+            )
 
 
 @dataclass
@@ -115,14 +154,35 @@ class RolloutConfig:
     max_turns: int | None = _help(
         "Turn limit for every task (paper: 20); None keeps each task's AgentBench limit.", None
     )
-    generation_batch: int = _help("Most contexts one generate call batches.", 64)
+    generation_batch: int = _help(
+        "Most contexts one generate call batches. Default: ours (CPU-sized).", 64
+    )
     prompt: str = _help(
         "full: the environment's system prompt and tool schemas (AgentBench's prompt); "
         "compact: one line naming the task and tool signatures, for tiny models trained "
         "from scratch (SFT, RL and eval all use it).",
         "full",
     )
-    backend: str = _help("MultiTaskVectorEnv back-end: serial | subprocess | ray.", "subprocess")
+    backend: str = _help(
+        "MultiTaskVectorEnv back-end: serial | subprocess | ray. Default: ours (one process "
+        "per env worker: a crash or a hang stays in its process).",
+        "subprocess",
+    )
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        PROMPTS.lookup(self.prompt, where="rollout.prompt")
+        BACKENDS.lookup(self.backend, where="rollout.backend")
+        if self.temperature <= 0:
+            raise ValueError(
+                f"rollout.temperature must be > 0 (RL samples), got {self.temperature}"
+            )
+        if self.group_size < 1:
+            raise ValueError(f"rollout.group_size must be >= 1, got {self.group_size}")
+        if self.max_tokens_per_turn < 1 or self.max_context < 2:
+            raise ValueError("rollout.max_tokens_per_turn must be >= 1 and max_context >= 2")
 
 
 @dataclass
@@ -147,18 +207,42 @@ class AlgorithmConfig:
         d.DUAL_CLIP_C,
     )
 
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        ADVANTAGE_ESTIMATORS.lookup(self.advantage, where="algorithm.advantage")
+        if self.kl_coef < 0 or self.entropy_coef < 0:
+            raise ValueError(
+                f"algorithm.kl_coef and algorithm.entropy_coef must be >= 0, got "
+                f"{self.kl_coef}, {self.entropy_coef}"
+            )
+        if self.dual_clip_c is not None and self.dual_clip_c <= 1:
+            raise ValueError(
+                f"algorithm.dual_clip_c must be > 1 (or null to turn it off), got "
+                f"{self.dual_clip_c}"
+            )
+
 
 @dataclass
 class EPPOConfig:
     """The EPPO pacer (paper section 4.2, eqs. 5-11; defaults from appendix A.2)."""
 
-    eps0: float = _help("Base clip range epsilon_0.", d.EPPO_EPS0)
+    eps0: float = _help("Base clip range epsilon_0 (paper appendix A.2: 0.2).", d.EPPO_EPS0)
     alpha: float = _help(
-        "Pacing strength alpha in s = 1 + alpha tanh(z) (eq. 9), in [0, 1).", d.EPPO_ALPHA
+        "Pacing strength alpha in s = 1 + alpha tanh(z) (eq. 9), in [0, 1) (paper appendix "
+        "A.2: 0.4).",
+        d.EPPO_ALPHA,
     )
-    beta: float = _help("Entropy EMA decay beta (eq. 6), in [0, 1).", d.EPPO_BETA)
-    eps_min: float = _help("Lower clamp of the paced clip range.", d.EPPO_EPS_MIN)
-    eps_max: float = _help("Upper clamp of the paced clip range.", d.EPPO_EPS_MAX)
+    beta: float = _help(
+        "Entropy EMA decay beta (eq. 6), in [0, 1) (paper appendix A.2: 0.95).", d.EPPO_BETA
+    )
+    eps_min: float = _help(
+        "Lower clamp of the paced clip range (paper appendix A.2: 0.15).", d.EPPO_EPS_MIN
+    )
+    eps_max: float = _help(
+        "Upper clamp of the paced clip range (paper appendix A.2: 0.3).", d.EPPO_EPS_MAX
+    )
     trend_constraint: bool = _help(
         "Divide the clip by 1 + relu(EMA change) (eqs. 10-11); False = the paper's "
         "'w/o trend constraint' ablation.",
@@ -170,12 +254,26 @@ class EPPOConfig:
         True,
     )
 
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """The pacer is built once: its range checks are the ones that apply."""
+        try:
+            make_pacer(self)
+        except ValueError as error:
+            raise ValueError(f"clip.eppo: {error}") from None
+
 
 @dataclass
 class ClipConfig:
     """Where the ratio bounds come from (section 5.1's baselines)."""
 
-    policy: str = _help("fixed (GRPO) | eppo | dapo (clip-higher) | dcpo | bapo.", "eppo")
+    policy: str = _help(
+        "fixed (GRPO) | eppo | dapo (clip-higher) | dcpo | bapo. Default: EPPO, the paper's "
+        "method.",
+        "eppo",
+    )
     eps: float = _help("Clip range of the fixed policy (paper: 0.2).", d.CLIP_EPS)
     eppo: EPPOConfig = field(default_factory=EPPOConfig, metadata={"help": "EPPO pacer settings."})
     dapo_eps_low: float = _help("DAPO lower range (arXiv 2503.14476: 0.2).", d.DAPO_EPS_LOW)
@@ -184,8 +282,23 @@ class ClipConfig:
     dcpo_eps_high: float = _help("DCPO eps_high (arXiv 2509.02333: 0.2).", d.DCPO_EPS_HIGH)
     dcpo_r_max: float = _help("DCPO ratio cap r_max (arXiv 2509.02333: 10).", d.DCPO_R_MAX)
     bapo_rho0: float = _help(
-        "BAPO target positive share rho0 (arXiv 2510.18927: 0.4).", d.BAPO_RHO0
+        "BAPO target positive share rho0 (arXiv 2510.18927: 0.4), its one knob here: the "
+        "start bounds [0.6, 1.2], their steps (0.05 up, 0.02 down) and caps (3.0, 0.9) are "
+        "the paper's algorithm 1 constants (algorithms/defaults.py).",
+        d.BAPO_RHO0,
     )
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """The chosen policy is built once: its range checks are the ones that apply."""
+        CLIP_POLICIES.lookup(self.policy, where="clip.policy")
+        self.eppo.check()
+        try:
+            make_clip_policy(self)
+        except ValueError as error:
+            raise ValueError(f"clip.policy={self.policy}: {error}") from None
 
 
 @dataclass
@@ -209,7 +322,9 @@ class RLConfig:
         d.MICRO_BATCH_TOKENS,
     )
     logprob_chunk: int = _help(
-        "Positions per chunk of the log-prob/entropy computation.", d.LOGPROB_CHUNK
+        "Positions per chunk of the log-prob/entropy computation. Default: ours (bounds "
+        "the [chunk, vocabulary] logits in memory).",
+        d.LOGPROB_CHUNK,
     )
     skip_zero_advantage: bool = _help(
         "Leave episodes whose advantage is exactly 0 (a task whose groups all ended alike, "
@@ -227,81 +342,139 @@ class RLConfig:
         "paper's way).",
         1,
     )
-    save_every: int = _help("Checkpoint every this many steps (and at the end).", 10)
-    keep_checkpoints: int = _help("How many RL checkpoints to keep.", 2)
+    save_every: int = _help("Checkpoint every this many steps (and at the end). Default: ours.", 10)
+    keep_checkpoints: int = _help("How many RL checkpoints to keep. Default: ours.", 2)
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        if self.steps < 0 or self.ppo_epochs < 1 or self.mini_batches < 1:
+            raise ValueError("rl.steps must be >= 0, rl.ppo_epochs and rl.mini_batches >= 1")
+        if self.lr <= 0 or self.weight_decay < 0 or self.max_grad_norm <= 0:
+            raise ValueError(
+                f"rl.lr and rl.max_grad_norm must be > 0 and rl.weight_decay >= 0, got "
+                f"{self.lr}, {self.max_grad_norm}, {self.weight_decay}"
+            )
+        if self.micro_batch_tokens < 1 or self.logprob_chunk < 1:
+            raise ValueError("rl.micro_batch_tokens and rl.logprob_chunk must be >= 1")
+        if self.dynamic_sampling_rounds < 1:
+            raise ValueError("rl.dynamic_sampling_rounds must be >= 1 (1 = off)")
+        if self.save_every < 1 or self.keep_checkpoints < 1:
+            raise ValueError("rl.save_every and rl.keep_checkpoints must be >= 1")
 
 
 @dataclass
 class EvalConfig:
     """Evaluation on held-out instances."""
 
-    split: str = _help("Task split evaluated.", "dev")
+    split: str = _help(
+        "Task split evaluated: train | dev | test. Default: AgentBench's dev split.", "dev"
+    )
     tasks: list[str] | None = field(
         default=None,
         metadata={
             "help": "Tasks evaluated; None = the trained ones (``tasks``): RL on a subset "
-            "can still be scored on every task."
+            "can still be scored on every task. Default: unset."
         },
     )
     stages: list[str] = field(
         default_factory=lambda: list(EVAL_STAGES),
-        metadata={"help": "When to evaluate: before_sft, after_sft, after_rl."},
+        metadata={
+            "help": "When to evaluate: before_sft, after_sft, after_rl. Default: ours (all)."
+        },
     )
-    max_instances_per_task: int | None = _help("Instances per task (None = all).", None)
+    max_instances_per_task: int | None = _help(
+        "Instances per task. Default: unset (all of the split, as AgentBench).", None
+    )
     instances_by_task: dict[str, int] = field(
         default_factory=dict,
         metadata={
             "help": "Per-task exceptions to max_instances_per_task, keyed on info['task_id']: "
-            "long tasks (ALFWorld, WebShop) can play fewer episodes than short ones."
+            "long tasks (ALFWorld, WebShop) can play fewer episodes than short ones. "
+            "Default: unset."
         },
     )
-    temperature: float = _help("0 = greedy decoding.", 0.0)
-    samples_per_instance: int = _help("Attempts per instance (success is averaged).", 1)
+    temperature: float = _help(
+        "0 = greedy decoding. Default: ours (greedy, as AgentBench scores agents).", 0.0
+    )
+    samples_per_instance: int = _help(
+        "Attempts per instance (success is averaged). Default: ours (one, as AgentBench).", 1
+    )
     slots_per_task: int = _help(
         "Instances of a task played side by side. Part of the protocol: which sample each "
         "attempt draws depends on it, so it is fixed here rather than taken from the "
-        "training slots (two layouts of one model differed by 0.012 in mean dev success).",
+        "training slots (two layouts of one model differed by 0.012 in mean dev success). "
+        "Default: ours.",
         16,
     )
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        TASK_SPLITS.lookup(self.split, where="eval.split")
+        unknown = [stage for stage in self.stages if stage not in EVAL_STAGES]
+        if unknown:
+            raise ValueError(f"eval.stages may hold {EVAL_STAGES}, got {unknown}")
+        if self.tasks is not None and not self.tasks:
+            raise ValueError(
+                "eval.tasks must name at least one task (or be null: the trained ones)"
+            )
+        for name in self.tasks or ():
+            check_task_name(name, "eval.tasks")
+        if self.temperature < 0 or self.samples_per_instance < 1:
+            raise ValueError("eval.temperature must be >= 0 and eval.samples_per_instance >= 1")
+        if self.slots_per_task < 1:
+            raise ValueError("eval.slots_per_task must be >= 1")
 
 
 @dataclass
 class TrainConfig:
     """Everything ``agentgym-eppo train`` needs (see ``configs/demo-cpu.yaml``)."""
 
-    seed: int = _help("Seeds model init, sampling, task draws.", 0)
-    output_dir: str = _help("Run directory (metrics, checkpoints, evals, plots).", "runs/eppo")
+    seed: int = _help("Seeds model init, sampling, task draws. Default: ours.", 0)
+    output_dir: str = _help(
+        "Run directory (metrics, checkpoints, evals, plots). Default: ours.", "runs/eppo"
+    )
     init_checkpoint: str | None = _help(
         "Start RL from this saved checkpoint (e.g. RUN_DIR/checkpoints/sft); skips building "
-        "and SFT.",
+        "and SFT. Default: unset (build, or load model.path, then SFT).",
         None,
     )
     resume: bool = _help(
-        "Continue the run in output_dir from its latest RL checkpoint, exactly.", False
+        "Continue the run in output_dir from its latest RL checkpoint, exactly. Default: off.",
+        False,
     )
     tasks: dict[str, int] = field(
-        default_factory=lambda: {"os": 8, "db": 8, "kg": 8, "alfworld": 8, "webshop": 8},
+        default_factory=lambda: dict.fromkeys(TASK_IDS, 8),
         metadata={
-            "help": "task_id (or env id) -> rollout slots, a multiple of rollout.group_size."
+            "help": "task_id (or env id) -> rollout slots, a multiple of rollout.group_size. "
+            "Default: AgentBench's five tasks, one group of the paper's 8 rollouts each."
         },
     )
     skip_unavailable_tasks: bool = _help(
         "Drop (with a message) tasks whose environment is not registered in this install, "
-        "instead of failing; the demo uses it to run on whichever tasks exist.",
+        "instead of failing; the demo uses it to run on whichever tasks exist. Default: off.",
         False,
     )
     env_kwargs: dict[str, dict[str, Any]] = field(
-        default_factory=dict, metadata={"help": "Constructor keywords per task."}
+        default_factory=dict,
+        metadata={"help": "Constructor keywords per task. Default: unset (each task's own)."},
     )
     threads: int | None = _help(
-        "torch.set_num_threads for the trainer (None leaves torch's default).", None
+        "torch.set_num_threads for the trainer. Default: unset (torch's own).", None
     )
-    device: str = _help("Where the policy runs: auto (cuda when available) | cpu | cuda.", "auto")
+    device: str = _help(
+        "Where the policy runs: auto (cuda when available) | cpu | cuda. Default: ours.", "auto"
+    )
     bf16: bool | str = _help(
-        "bf16 autocast: auto (on a GPU, or a CPU with avx512_bf16/AMX) | true | false.", "auto"
+        "bf16 autocast: auto (on a GPU, or a CPU with avx512_bf16/AMX) | true | false. "
+        "Default: ours (the paper trains in bf16 on GPUs).",
+        "auto",
     )
-    tensorboard: bool = _help("Also write TensorBoard event files.", True)
-    progress: bool = _help("Show a rich progress bar.", True)
+    tensorboard: bool = _help("Also write TensorBoard event files. Default: ours.", True)
+    progress: bool = _help("Show a rich progress bar. Default: ours.", True)
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "The policy."})
     sft: SFTConfig = field(default_factory=SFTConfig, metadata={"help": "Expert warm start."})
     rollout: RolloutConfig = field(default_factory=RolloutConfig, metadata={"help": "Rollouts."})
@@ -320,57 +493,30 @@ class TrainConfig:
         metadata={"help": "RL rollout engine: hf | sglang | sglang-server (docs/scaling.md)."},
     )
 
+    def __post_init__(self) -> None:
+        self.validate()
+
     def validate(self) -> TrainConfig:
         """Raise ``ValueError`` naming the field of any inconsistent setting; return self.
 
-        Runs when the config is built, before anything expensive: the chosen clip policy
-        and the EPPO pacer (its metrics run under every policy) are built here once.
+        Runs when the config is built (and again when asked, after an edit), before
+        anything expensive: each section checks itself (the chosen clip policy and the
+        EPPO pacer, whose metrics run under every policy, are built once), then the
+        settings that span sections.
         """
+        for section in (self.sft, self.rollout, self.algorithm, self.clip, self.rl, self.eval):
+            section.check()
         ScaleConfig(self.ray, self.engine).validate()
-        ADVANTAGE_ESTIMATORS.lookup(self.algorithm.advantage, where="algorithm.advantage")
-        CLIP_POLICIES.lookup(self.clip.policy, where="clip.policy")
-        try:
-            make_pacer(self.clip.eppo)
-        except ValueError as error:
-            raise ValueError(f"clip.eppo: {error}") from None
-        try:
-            make_clip_policy(self.clip)
-        except ValueError as error:
-            raise ValueError(f"clip.policy={self.clip.policy}: {error}") from None
-        _check_algorithm(self.algorithm)
-        _check_rl(self.rl)
-        unknown = [stage for stage in self.eval.stages if stage not in EVAL_STAGES]
-        if unknown:
-            raise ValueError(f"eval.stages may hold {EVAL_STAGES}, got {unknown}")
-        if self.eval.tasks is not None and not self.eval.tasks:
-            raise ValueError(
-                "eval.tasks must name at least one task (or be null: the trained ones)"
-            )
-        if self.eval.temperature < 0 or self.eval.samples_per_instance < 1:
-            raise ValueError("eval.temperature must be >= 0 and eval.samples_per_instance >= 1")
-        if self.eval.slots_per_task < 1:
-            raise ValueError("eval.slots_per_task must be >= 1")
-        if self.rollout.prompt not in ("full", "compact"):
-            raise ValueError(f"rollout.prompt must be full or compact, got {self.rollout.prompt!r}")
-        if self.rollout.temperature <= 0:
-            raise ValueError(
-                f"rollout.temperature must be > 0 (RL samples), got {self.rollout.temperature}"
-            )
         check_bf16(self.bf16)
         if not self.tasks:
             raise ValueError("tasks must name at least one task")
         for task_id, slots in self.tasks.items():
+            check_task_name(task_id, "tasks")
             if slots < 1 or slots % self.rollout.group_size:
                 raise ValueError(
                     f"tasks.{task_id} = {slots} slots must be a positive multiple of "
                     f"rollout.group_size ({self.rollout.group_size})"
                 )
-        if self.rollout.max_tokens_per_turn < 1 or self.rollout.max_context < 2:
-            raise ValueError("rollout.max_tokens_per_turn must be >= 1 and max_context >= 2")
-        if not (0.0 <= self.sft.warmup_fraction < 1.0 and 0.0 <= self.sft.final_lr_fraction <= 1.0):
-            raise ValueError(
-                "sft.warmup_fraction must be in [0, 1) and sft.final_lr_fraction in [0, 1]"
-            )
         return self
 
     def without_tasks(self, names: Sequence[str]) -> TrainConfig:
@@ -386,32 +532,12 @@ class TrainConfig:
         return trimmed.validate()
 
 
-def _check_algorithm(a: AlgorithmConfig) -> None:
-    if a.kl_coef < 0 or a.entropy_coef < 0:
-        raise ValueError(
-            f"algorithm.kl_coef and algorithm.entropy_coef must be >= 0, got {a.kl_coef}, "
-            f"{a.entropy_coef}"
-        )
-    if a.dual_clip_c is not None and a.dual_clip_c <= 1:
-        raise ValueError(
-            f"algorithm.dual_clip_c must be > 1 (or null to turn it off), got {a.dual_clip_c}"
-        )
-
-
-def _check_rl(r: RLConfig) -> None:
-    if r.steps < 0 or r.ppo_epochs < 1 or r.mini_batches < 1:
-        raise ValueError("rl.steps must be >= 0, rl.ppo_epochs and rl.mini_batches >= 1")
-    if r.lr <= 0 or r.weight_decay < 0 or r.max_grad_norm <= 0:
-        raise ValueError(
-            f"rl.lr and rl.max_grad_norm must be > 0 and rl.weight_decay >= 0, got "
-            f"{r.lr}, {r.max_grad_norm}, {r.weight_decay}"
-        )
-    if r.micro_batch_tokens < 1 or r.logprob_chunk < 1:
-        raise ValueError("rl.micro_batch_tokens and rl.logprob_chunk must be >= 1")
-    if r.dynamic_sampling_rounds < 1:
-        raise ValueError("rl.dynamic_sampling_rounds must be >= 1 (1 = off)")
-    if r.save_every < 1 or r.keep_checkpoints < 1:
-        raise ValueError("rl.save_every and rl.keep_checkpoints must be >= 1")
+def check_task_name(name: str, where: str) -> None:
+    """A task is named by its id (``db``) or by a Gymnasium id (``AgentBench-DB-v0``,
+    ``module:Env-v0``, registered when the run starts); a name that is neither is a
+    one-line error with the closest task id."""
+    if name not in ENVIRONMENTS and "-v" not in name:
+        ENVIRONMENTS.lookup(name, where=where)
 
 
 def _convert(kind: Any, value: Any, where: str) -> Any:
@@ -471,8 +597,7 @@ def _build(cls: Any, values: Mapping[str, Any], where: str) -> Any:
     unknown = sorted(set(values) - names)
     if unknown:
         prefix = f"{where}." if where else ""
-        close = difflib.get_close_matches(unknown[0], sorted(names), n=1)
-        hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+        hint = did_you_mean(unknown[0], sorted(names), show=lambda name: f"{prefix}{name}")
         raise ValueError(
             f"unknown config key {prefix}{unknown[0]}{hint}; known: {', '.join(sorted(names))}"
         )
@@ -520,6 +645,44 @@ def read_config_values(path: str | Path | None, overrides: Sequence[str] = ()) -
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
     """Read a YAML config (None = all defaults), apply ``key=value`` overrides, validate."""
     return config_from_dict(read_config_values(path, overrides))
+
+
+def config_fields(
+    cls: Any = None, prefix: str = ""
+) -> list[tuple[str, dataclasses.Field[Any], Any]]:
+    """``(dotted name, field, default)`` of every leaf field of ``cls`` (a config section,
+    default :class:`TrainConfig`), sections opened in declaration order."""
+    rows: list[tuple[str, dataclasses.Field[Any], Any]] = []
+    for f in dataclasses.fields(cls or TrainConfig):
+        missing = f.default is dataclasses.MISSING
+        default = f.default_factory() if missing else f.default  # type: ignore[operator]
+        if dataclasses.is_dataclass(default):
+            rows += config_fields(type(default), f"{prefix}{f.name}.")
+        else:
+            rows.append((f"{prefix}{f.name}", f, default))
+    return rows
+
+
+def describe_config(config: TrainConfig | None = None) -> str:
+    """Every field of ``config`` (None: the defaults) as ``name = value``, with its default
+    when the value differs, then its help (which names where the default comes from);
+    what ``agentgym-eppo train --show-config`` prints.
+
+    >>> print(describe_config().splitlines()[0])
+    seed = 0
+    >>> "rl.lr = 1e-05" in describe_config(load_config(None, ["rl.lr=1e-5"]))
+    True
+    """
+    values = config_to_dict(config or TrainConfig())
+    lines = []
+    for name, f, default in config_fields():
+        value: Any = values
+        for part in name.split("."):
+            value = value[part]
+        changed = "" if value == default else f"  (default {default!r})"
+        lines.append(f"{name} = {value!r}{changed}")
+        lines.append(f"    {f.metadata['help']}")
+    return "\n".join(lines)
 
 
 def config_to_dict(config: TrainConfig) -> dict[str, Any]:

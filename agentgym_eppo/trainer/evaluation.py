@@ -18,8 +18,8 @@ from typing import Any
 import gymnasium as gym
 from transformers import PreTrainedTokenizerBase
 
+from agentgym_eppo.core.registry import UnknownNameError
 from agentgym_eppo.registration import ENVIRONMENTS
-from agentgym_eppo.trainer.algorithms.registry import Registry, UnknownNameError
 from agentgym_eppo.trainer.rollout.engine import RolloutEngine
 from agentgym_eppo.trainer.rollout.episodes import (
     Episode,
@@ -149,7 +149,7 @@ def resolve_task(name: str) -> str:
             importlib.import_module(module)
         gym.spec(registered)
     except (gym.error.Error, ImportError):
-        Registry("task", ENVIRONMENTS).lookup(name)  # raises, naming the task ids
+        ENVIRONMENTS.lookup(name)  # raises, naming the task ids
         raise UnknownNameError(f"task {name!r}: no Gymnasium id {env_id!r} is registered") from None
     return env_id
 

@@ -12,8 +12,9 @@ from collections.abc import Callable, Hashable, Sequence
 
 import torch
 
+from agentgym_eppo.core.registry import Registry
+
 from .defaults import GRPO_EPS, TASK_NORM_EPS
-from .registry import Registry
 
 
 def _members(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:

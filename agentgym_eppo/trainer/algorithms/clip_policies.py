@@ -21,9 +21,10 @@ from typing import Protocol
 
 import torch
 
+from agentgym_eppo.core.registry import Registry
+
 from . import defaults as d
 from .pacer import EPPOPacer
-from .registry import Registry
 
 GLOBAL_KEY = "__all__"  # the one key EPPO's pacer sees when pacing is not task-wise
 

@@ -16,9 +16,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from numpy.typing import NDArray
 
+from agentgym_eppo.registration import TASK_IDS
+
 from .diagnostics import finite_mean, finite_std
 
-TASK_ORDER = ("os", "db", "kg", "alfworld", "webshop")
+TASK_ORDER = TASK_IDS
 """AgentBench's five tasks, in the paper's column order; they keep one colour in every plot."""
 
 FORMATS = ("png", "svg")

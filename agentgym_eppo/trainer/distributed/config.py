@@ -12,10 +12,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentgym_eppo.core.registry import Registry, did_you_mean
 from agentgym_eppo.trainer.config_fields import help_field as _help
 
-ENGINE_KINDS = ("hf", "sglang", "sglang-server")
-WEIGHT_SYNC = ("disk", "tensor")
+ROLLOUT_ENGINES: Registry[str] = Registry(
+    "rollout engine",
+    {
+        "hf": "transformers generate in the trainer, or in Ray actors",
+        "sglang": "an in-process sglang.Engine (gpu extra)",
+        "sglang-server": "an SGLang server over HTTP",
+    },
+)
+"""``engine.kind`` -> what it runs (``launch.make_rollout_engine`` builds it)."""
+WEIGHT_SYNCS: Registry[str] = Registry(
+    "weight sync",
+    {
+        "disk": "save, then /update_weights_from_disk (machines sharing a file system)",
+        "tensor": "hand the tensors over (in-process engine only)",
+    },
+)
+"""``engine.weight_sync`` -> how new weights reach SGLang."""
 
 
 @dataclass
@@ -23,26 +39,31 @@ class RayConfig:
     """Where the env workers, rollout engines and trainer ranks run."""
 
     address: str | None = _help(
-        "None: one process (the default); 'local': start a Ray runtime here; 'auto': join "
+        "Default: unset = one process; 'local': start a Ray runtime here; 'auto': join "
         "this node's cluster; 'ray://host:port': a remote cluster.",
         None,
     )
-    num_cpus: int | None = _help("CPUs of a runtime started with address=local.", None)
+    num_cpus: int | None = _help(
+        "CPUs of a runtime started with address=local. Default: unset (Ray counts them).", None
+    )
     env_worker_cpus: float = _help(
         "CPUs each env worker actor asks for: a fraction, so that hundreds of workers "
         "never wait for whole CPUs (Ray leaves an actor that asks for more CPUs than are "
-        "free pending, with no error).",
+        "free pending, with no error). Default: ours.",
         0.05,
     )
-    envs_per_worker: int = _help("Env slots per worker actor.", 1)
-    rollout_actors: int = _help("HF rollout engine actors (engine.kind=hf).", 1)
-    rollout_actor_cpus: float = _help("CPUs per HF rollout actor.", 1.0)
-    rollout_actor_gpus: float = _help("GPUs per HF rollout actor.", 0.0)
-    trainer_ranks: int = _help("Trainer ranks placed by a placement group (FSDP world).", 1)
-    trainer_rank_cpus: float = _help("CPUs per trainer rank.", 1.0)
-    trainer_rank_gpus: float = _help("GPUs per trainer rank.", 0.0)
+    envs_per_worker: int = _help("Env slots per worker actor. Default: ours.", 1)
+    rollout_actors: int = _help("HF rollout engine actors (engine.kind=hf). Default: ours.", 1)
+    rollout_actor_cpus: float = _help("CPUs per HF rollout actor. Default: ours.", 1.0)
+    rollout_actor_gpus: float = _help("GPUs per HF rollout actor. Default: ours (CPU).", 0.0)
+    trainer_ranks: int = _help(
+        "Trainer ranks placed by a placement group (FSDP world). Default: ours.", 1
+    )
+    trainer_rank_cpus: float = _help("CPUs per trainer rank. Default: ours.", 1.0)
+    trainer_rank_gpus: float = _help("GPUs per trainer rank. Default: ours (CPU).", 0.0)
     get_timeout_s: float = _help(
-        "Upper bound on every ray.get: a hung actor becomes an error, never a hang.", 600.0
+        "Upper bound on every ray.get: a hung actor becomes an error, never a hang. Default: ours.",
+        600.0,
     )
 
 
@@ -64,13 +85,17 @@ class EngineConfig:
         "disk",
     )
     sync_dir: str | None = _help(
-        "Where disk sync writes the weights (None: RUN_DIR/engine_weights).", None
+        "Where disk sync writes the weights. Default: unset = RUN_DIR/engine_weights.", None
     )
     top_p: float = _help("Nucleus sampling (paper: 1.0, the full distribution).", 1.0)
-    top_k: int = _help("Top-k sampling (-1: off, the full distribution).", -1)
-    timeout_s: float = _help("HTTP timeout per request.", 600.0)
-    mem_fraction_static: float = _help("GPU memory share of sglang.Engine (kind=sglang).", 0.5)
-    tp_size: int = _help("Tensor parallel size of sglang.Engine.", 1)
+    top_k: int = _help("Top-k sampling (-1: off, the full distribution, as the paper samples).", -1)
+    timeout_s: float = _help("HTTP timeout per request. Default: ours.", 600.0)
+    mem_fraction_static: float = _help(
+        "GPU memory share of sglang.Engine (kind=sglang). Default: ours (half: the "
+        "trainer shares the GPU).",
+        0.5,
+    )
+    tp_size: int = _help("Tensor parallel size of sglang.Engine. Default: ours (one GPU).", 1)
     stale_share: float = _help(
         "Off-policy (cross-policy) sampling, as AgentRL does it and the EPPO paper trains "
         "(appendix A: 25% more rollout resources for cross-policy sampling, the stale "
@@ -89,31 +114,42 @@ class EngineConfig:
 class FSDPConfig:
     """FSDP2 training (``torch.distributed.fsdp.fully_shard``), launched by torchrun or Ray."""
 
-    enabled: bool = _help("Shard the actor and the reference over the ranks.", False)
-    gradient_checkpointing: bool = _help("Recompute decoder layers in the backward.", True)
-    reference_bf16: bool = _help("Keep the frozen reference in bf16 (the actor stays fp32).", True)
-    reshard_after_forward: bool = _help(
-        "Free gathered parameters after each forward (ZeRO-3); False keeps them (ZeRO-2).", True
+    enabled: bool = _help("Shard the actor and the reference over the ranks. Default: off.", False)
+    gradient_checkpointing: bool = _help(
+        "Recompute decoder layers in the backward (paper appendix A: enabled).", True
     )
-    backend: str | None = _help("torch.distributed backend; None: nccl on GPU, gloo on CPU.", None)
+    reference_bf16: bool = _help(
+        "Keep the frozen reference in bf16, the actor in fp32 (paper appendix A).", True
+    )
+    reshard_after_forward: bool = _help(
+        "Free gathered parameters after each forward (ZeRO-3); False keeps them (ZeRO-2). "
+        "Default: ours (least memory).",
+        True,
+    )
+    backend: str | None = _help(
+        "torch.distributed backend. Default: unset = nccl on GPU (the paper's), gloo on CPU.", None
+    )
 
 
 @dataclass
 class ScaleConfig:
     """The three sections together (for code that wants them as one object)."""
 
-    ray: RayConfig = field(default_factory=RayConfig)
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    fsdp: FSDPConfig = field(default_factory=FSDPConfig)
+    ray: RayConfig = field(default_factory=RayConfig, metadata={"help": "Ray cluster."})
+    engine: EngineConfig = field(default_factory=EngineConfig, metadata={"help": "Engine."})
+    fsdp: FSDPConfig = field(default_factory=FSDPConfig, metadata={"help": "FSDP2 training."})
 
     def validate(self) -> ScaleConfig:
         """Raise ``ValueError`` naming the field of any inconsistent setting; return self."""
-        if self.engine.kind not in ENGINE_KINDS:
-            raise ValueError(f"engine.kind must be one of {ENGINE_KINDS}, got {self.engine.kind!r}")
-        if self.engine.weight_sync not in WEIGHT_SYNC:
-            raise ValueError(
-                f"engine.weight_sync must be one of {WEIGHT_SYNC}, got {self.engine.weight_sync!r}"
-            )
+        for name, value, table in (
+            ("engine.kind", self.engine.kind, ROLLOUT_ENGINES),
+            ("engine.weight_sync", self.engine.weight_sync, WEIGHT_SYNCS),
+        ):
+            if value not in table:
+                raise ValueError(
+                    f"{name} must be one of {tuple(table)}, got {value!r}"
+                    f"{did_you_mean(value, table)}"
+                )
         if self.engine.weight_sync == "tensor" and self.engine.kind == "sglang-server":
             raise ValueError(
                 "engine.weight_sync=tensor needs engine.kind=sglang (a server on another "

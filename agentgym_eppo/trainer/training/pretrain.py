@@ -46,6 +46,8 @@ import torch.nn.functional as F
 import yaml
 from transformers import PreTrainedModel
 
+from agentgym_eppo.registration import TASK_IDS
+
 from ..checkpoint import latest_checkpoint, policy_card, save_checkpoint
 from ..config import _build, read_config_values
 from ..config_fields import help_field as _help
@@ -55,7 +57,7 @@ from .batching import build_micro_batch, plan_micro_batches
 from .models import architecture, build_tiny_model, build_tokenizer, load_policy, resolve_model_path
 from .sft import ExpertEpisode, corpus, expert_transcript, sft_lr_factor
 
-TASKS = ("os", "db", "kg", "alfworld", "webshop")
+TASKS = TASK_IDS
 
 
 SOURCES = ("fresh", "train")

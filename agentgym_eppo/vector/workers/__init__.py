@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from agentgym_eppo.core.registry import Registry
 
 from ..host import SubEnvSpec
 from .base import Event, WorkerError, WorkerLost, WorkerPool
 from .serial import SerialPool
 from .subprocess import SubprocessPool
 
-BACKENDS = ("serial", "subprocess", "ray")
+
+def _serial(specs: Sequence[SubEnvSpec], envs_per_worker: int, **options: Any) -> WorkerPool:
+    return SerialPool(specs, **options)  # one process: envs_per_worker has no meaning
+
+
+def _ray(specs: Sequence[SubEnvSpec], envs_per_worker: int, **options: Any) -> WorkerPool:
+    try:
+        from .ray import RayPool
+    except ImportError as error:  # pragma: no cover - depends on the installed extras
+        raise ImportError(
+            "backend='ray' needs the ray extra: pip install 'agentgym-eppo[ray]'"
+        ) from error
+    return RayPool(specs, envs_per_worker, **options)
+
+
+BACKENDS: Registry[Callable[..., WorkerPool]] = Registry(
+    "vector back-end", {"serial": _serial, "subprocess": SubprocessPool, "ray": _ray}
+)
+"""``backend`` -> ``(specs, envs_per_worker, **options) -> WorkerPool``."""
 
 
 def make_pool(
@@ -18,19 +38,7 @@ def make_pool(
 ) -> WorkerPool:
     """The pool of ``backend``; ``options`` go to its constructor (e.g. ``start_method``
     for subprocesses, ``actor_options``/``num_cpus`` for Ray)."""
-    if backend == "serial":
-        return SerialPool(specs, **options)
-    if backend == "subprocess":
-        return SubprocessPool(specs, envs_per_worker, **options)
-    if backend == "ray":
-        try:
-            from .ray import RayPool
-        except ImportError as error:  # pragma: no cover - depends on the installed extras
-            raise ImportError(
-                "backend='ray' needs the ray extra: pip install 'agentgym-eppo[ray]'"
-            ) from error
-        return RayPool(specs, envs_per_worker, **options)
-    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    return BACKENDS.lookup(backend, where="backend")(specs, envs_per_worker, **options)
 
 
 __all__ = [
