@@ -11,12 +11,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from agentgym_eppo.core.registry import UnknownNameError  # noqa: E402
 from agentgym_eppo.trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS  # noqa: E402
 from agentgym_eppo.trainer.algorithms.clip_policies import (  # noqa: E402
     CLIP_POLICIES,
     make_clip_policy,
 )
-from agentgym_eppo.core.registry import UnknownNameError  # noqa: E402
 
 HEAVY = ("transformers", "ray", "sglang", "matplotlib", "rich")
 
