@@ -38,7 +38,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
-from agentgym_eppo.registration import ENVIRONMENTS
+from agentgym_eppo.registration import ENVIRONMENTS, TASK_IDS
 from agentgym_eppo.vector import EXPERT_ACTION, MultiTaskVectorEnv
 from benchmarks.machine import cpu_model
 
@@ -217,7 +217,7 @@ def main() -> None:
         *table(instant),
         "",
     ]
-    real = [task for task in ("os", "db", "kg", "alfworld", "webshop") if task in ENVIRONMENTS]
+    real = list(TASK_IDS)
     if real:
         print(f"agentbench workload: {real}", flush=True)
         ids = [ENVIRONMENTS[task][0] for task in real]
