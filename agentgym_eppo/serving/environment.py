@@ -81,6 +81,9 @@ class AgentBenchEnvironment(Environment[AgentBenchAction, AgentBenchObservation,
         try:
             text, info = env.reset(seed=seed, options=merged)
         except (ValueError, TypeError, KeyError, IndexError) as error:
+            # as in-process, a reset ends the running episode even when it is refused
+            if self._state.status is not None:
+                self._state.status = env.unwrapped.status.value  # type: ignore[attr-defined]
             raise RequestError(f"reset refused: {_message(error)}") from error
         self._state = AgentBenchState(
             task_id=self.task,

@@ -27,6 +27,8 @@ ValueError: max_sessions must be at least 1, got 0
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -39,8 +41,14 @@ import gymnasium as gym
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import HTTPEnvServer
-from openenv.core.env_server.types import ConcurrencyConfig, ServerCapacityStatus
+from openenv.core.env_server.types import (
+    ConcurrencyConfig,
+    ServerCapacityStatus,
+    WSErrorCode,
+)
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocketDisconnect
+from uvicorn.protocols.utils import ClientDisconnected
 
 from agentgym_eppo.registration import ENVIRONMENTS, env_id_for
 
@@ -120,6 +128,7 @@ def build_app(config: ServeConfig, *, check_env: bool = True) -> FastAPI:
     app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(Exception, _server_error)
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(CapacityRefusal)
     app.state.openenv_server = server
     app.state.config = config
     return app
@@ -210,6 +219,44 @@ class BodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+class CapacityRefusal:
+    """Makes OpenEnv's refusal of a session over the limit reach the client.
+
+    OpenEnv answers such a connection with its ``CAPACITY_REACHED`` error and closes it
+    at once, before the client has sent anything; the client's first ``send`` then meets
+    a closed connection and reports only that. Here the close waits (up to
+    :data:`REFUSAL_WAIT_S`) for the client's first message, so that the client reads the
+    error as its answer, and carries WebSocket code 1013 (try again later) and the reason.
+    A peer that leaves while its session closes is the end of that session, not a server
+    error.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+        refusal: list[str] = []
+
+        async def guarded_send(message: Message) -> None:
+            if message["type"] == "websocket.send" and _CAPACITY in (message.get("text") or ""):
+                refusal.append(json.loads(message["text"])["data"]["message"])
+            elif message["type"] == "websocket.close" and refusal:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(receive(), REFUSAL_WAIT_S)
+                message = {**message, "code": 1013, "reason": refusal[0][:120]}
+            await send(message)
+
+        with contextlib.suppress(WebSocketDisconnect, ClientDisconnected):
+            await self.app(scope, receive, guarded_send)
+
+
+_CAPACITY = WSErrorCode.CAPACITY_REACHED.value
+REFUSAL_WAIT_S = 10.0
 
 
 async def _request_error(request: Request, error: Exception) -> JSONResponse:

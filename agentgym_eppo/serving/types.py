@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic_core import PydanticCustomError
 
 from agentgym_eppo.core.spaces import DEFAULT_MAX_LENGTH
 from agentgym_eppo.core.tools import ToolSpec
@@ -50,9 +51,12 @@ class AgentBenchAction(Action):
     @model_validator(mode="after")
     def _exactly_one(self) -> AgentBenchAction:
         if (self.text is None) == (self.tool_call is None):
-            raise ValueError(
+            # a custom error, not a ValueError: OpenEnv sends the errors' details as
+            # JSON, and a ValueError inside them cannot be serialised (the session dies)
+            raise PydanticCustomError(
+                "action_shape",
                 "an action carries exactly one of 'text' (the model's raw reply) and "
-                "'tool_call' ({'name': ..., 'arguments': {...}})"
+                "'tool_call' ({'name': ..., 'arguments': {...}})",
             )
         return self
 

@@ -1,0 +1,91 @@
+"""The real ``serve`` command in a subprocess: a client killed mid-episode leaves no
+sandbox behind, and a server stopped with SIGTERM frees its sessions, exits cleanly
+and serves again when started on the same port."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+
+import psutil
+import pytest
+
+pytest.importorskip("openenv", reason="openenv-core is not installed (the serve extra)")
+
+from openenv.core.generic_client import GenericEnvClient
+from serving_support import ServerProcess, wait_until
+
+CLIENT = textwrap.dedent(
+    """
+    import sys, time
+    from openenv.core.generic_client import GenericEnvClient
+
+    env = GenericEnvClient(base_url=sys.argv[1]).sync()
+    env.reset(index=0)
+    call = {"name": "bash_action", "arguments": {"script": "echo started"}}
+    result = env.step({"tool_call": call})
+    assert not result.done, result
+    print("mid-episode", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+STARTED = {"name": "bash_action", "arguments": {"script": "echo started"}}
+
+
+def _sandboxes(server_pid: int) -> list[psutil.Process]:
+    """The bubblewrap processes under the server (a live OS episode has a few)."""
+    found = []
+    for child in psutil.Process(server_pid).children(recursive=True):
+        try:
+            if child.name() == "bwrap" and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+@pytest.mark.slow
+def test_killed_client_stopped_server_and_restart_leave_no_sandbox() -> None:
+    # the idle timeout is far away: a sandbox must go because its connection went
+    with ServerProcess("os", "--port", "0", "--idle-timeout", "600") as server:
+        client = subprocess.Popen(
+            [sys.executable, "-c", CLIENT, server.url], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert client.stdout is not None
+            assert client.stdout.readline().strip() == "mid-episode"
+            assert server.sessions()["active_sessions"] == 1
+            assert _sandboxes(server.pid)
+            client.send_signal(signal.SIGKILL)
+            client.wait(timeout=10)
+            assert wait_until(lambda: server.sessions()["active_sessions"] == 0, timeout=30)
+            assert wait_until(lambda: not _sandboxes(server.pid), timeout=30)
+        finally:
+            if client.poll() is None:
+                client.kill()
+                client.wait()
+
+        # stopped with a session open mid-episode
+        with GenericEnvClient(base_url=server.url).sync() as open_session:
+            open_session.reset(index=0)
+            open_session.step({"tool_call": STARTED})
+            sandboxes = _sandboxes(server.pid)
+            assert sandboxes and server.sessions()["active_sessions"] == 1
+            # uvicorn shuts down gracefully, then ends itself by the signal it got
+            assert server.stop() in (0, -signal.SIGTERM)
+            assert wait_until(lambda: not any(p.is_running() for p in sandboxes), timeout=30)
+            with pytest.raises(Exception):  # noqa: B017 - the connection is gone, any way
+                open_session.step({"tool_call": STARTED})
+
+    port = server.url.rsplit(":", 1)[1]
+    with ServerProcess("os", "--port", port) as again:
+        assert again.url == server.url
+        with GenericEnvClient(base_url=again.url).sync() as client:
+            client.reset(index=0)
+            result = client.step({"tool_call": STARTED})
+            assert result.observation["text"].rstrip().endswith("started")
+            assert again.sessions()["active_sessions"] == 1
