@@ -12,12 +12,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from db_servers import MARIADB_URL, POSTGRES_URL, server_url
 
 from agentgym_eppo.environments.db.backends import EPISODE_STORAGE_LIMIT, make_backend
@@ -235,3 +238,187 @@ def test_mariadb_names_the_episode_user_alike_in_results_and_errors() -> None:
         env.close()
     assert user == "[('dbbench@%',)]"
     assert denied == "Error: 1044 Access denied for user 'dbbench'@'%' to database 'test'"
+
+
+# ------------------------------------------------ who ended a lost session
+
+SELF_KILL = {
+    "mariadb": ("KILL CONNECTION_ID()",),
+    "postgres": ("SELECT pg_terminate_backend(pg_backend_pid())",),
+}
+
+
+def _admin_run(url: str, sql: str) -> list[Any]:
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            result = connection.exec_driver_sql(sql)
+            return list(result) if result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("url", SERVERS)
+def test_a_statement_that_ends_its_own_session_is_an_agent_abort(url: str) -> None:
+    env = DBEnv(split="dev", db_url=server_url(url), statement_timeout=30)
+    kinds = [*SELF_KILL["mariadb" if "mysql" in url else "postgres"], "kill by id"]
+    try:
+        for kind in kinds:
+            env.reset(seed=0)
+            if kind == "kill by id":  # the id read first, then killed by number
+                own = "SELECT CONNECTION_ID()" if "mysql" in url else "SELECT pg_backend_pid()"
+                pid = int(env.step(execute(own))[0].strip("[(,)]"))
+                kind = f"KILL {pid}" if "mysql" in url else f"SELECT pg_terminate_backend({pid})"
+            observation, reward, terminated, truncated, info = env.step(execute(kind))
+            assert info["status"] == "agent_invalid_action", (kind, observation)
+            assert (reward, terminated, truncated) == (-0.2, True, False)
+            assert observation.startswith(
+                "Error: the statement ended the episode's own database session"
+            ), observation
+    finally:
+        env.close()
+
+
+IDLE_TIMEOUTS = {
+    "mariadb": (("SET SESSION wait_timeout = 1",), 2.2),
+    "postgres": (
+        ("SET idle_session_timeout = 100",),
+        0.6,
+    ),
+    "postgres in a transaction": (
+        ("BEGIN", "SET idle_in_transaction_session_timeout = 100"),
+        0.6,
+    ),
+    "postgres in a failed transaction": (
+        ("BEGIN", "SET idle_in_transaction_session_timeout = 100", "SELECT nope FROM nowhere"),
+        0.6,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, marks=pytest.mark.mariadb if case == "mariadb" else pytest.mark.postgres)
+        for case in IDLE_TIMEOUTS
+    ],
+)
+def test_an_idle_timeout_the_agent_sets_cannot_end_its_session(case: str) -> None:
+    """The policy thinks for seconds between statements: an idle timeout the agent set
+    would end its session then, when no statement of its runs."""
+    statements, pause = IDLE_TIMEOUTS[case]
+    env = DBEnv(split="dev", db_url=server_url(MARIADB_URL if case == "mariadb" else POSTGRES_URL))
+    env.reset(seed=0)
+    try:
+        for statement in statements:
+            observation, _, _, _, info = env.step(execute(statement))
+            assert info["status"] == "running", observation
+        time.sleep(pause)
+        observation, _, _, _, info = env.step(execute("SELECT 1"))
+        assert info["status"] == "running", observation
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("url", SERVERS)
+def test_a_session_killed_from_outside_between_statements_is_a_task_error(url: str) -> None:
+    """The other side: a session that an administrator (or a proxy) ends while no
+    statement of the agent runs is the environment's fault, not the agent's."""
+    env = DBEnv(split="dev", db_url=server_url(url), statement_timeout=30)
+    env.reset(seed=0)
+    try:
+        env.step(execute("SELECT 1"))
+        name = env.unwrapped.database.name
+        if "mysql" in url:
+            for (thread,) in _admin_run(
+                url, f"SELECT id FROM information_schema.processlist WHERE user = '{name}'"
+            ):
+                _admin_run(url, f"KILL {int(thread)}")
+        else:
+            _admin_run(
+                url,
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{name}'",
+            )
+        observation, reward, terminated, _, info = env.step(execute("SELECT 1"))
+        assert (info["status"], reward, terminated) == ("task_error", -0.2, True), observation
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("url", SERVERS)
+def test_a_session_lost_while_the_server_restarted_is_a_task_error(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that restarted during the statement took the session down whatever the
+    statement was. The servers here are shared, so the restart is simulated: the
+    server's start time, read after the loss, moves on by a minute."""
+    env = DBEnv(split="dev", db_url=server_url(url), statement_timeout=30)
+    env.reset(seed=0)
+    try:
+        started = env.unwrapped.database.server_started
+        monkeypatch.setattr(type(env.unwrapped.backend), "server_started", lambda _: started + 60)
+        kill = SELF_KILL["mariadb" if "mysql" in url else "postgres"][0]
+        observation, _, terminated, _, info = env.step(execute(kill))
+        assert (info["status"], terminated) == ("task_error", True), observation
+        assert observation.startswith("the database server went away during the statement")
+    finally:
+        env.close()
+
+
+def _mutation_index(env: DBEnv) -> int:
+    tasks = env.unwrapped._tasks_for("dev")
+    return next(k for k in range(len(tasks)) if tasks.by_index(k).is_mutation)
+
+
+def _step_within(env: DBEnv, action: dict[str, Any], seconds: float) -> tuple[Any, ...]:
+    """``env.step(action)``, failing the test (not hanging it) past ``seconds``; a step
+    left blocked is released when the fixture closes the env."""
+    done: list[tuple[Any, ...]] = []
+    worker = threading.Thread(target=lambda: done.append(env.step(action)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert done, f"the step was still blocked after {seconds} s: {action}"
+    return done[0]
+
+
+@pytest.mark.postgres
+def test_the_judge_is_not_held_up_by_a_lock_the_agent_keeps() -> None:
+    env = DBEnv(split="dev", db_url=server_url(POSTGRES_URL), statement_timeout=30)
+    env.reset(options={"index": _mutation_index(env)})
+    table = env.unwrapped.record.tables[0].name
+    try:
+        env.step(execute("BEGIN"))
+        observation, *_ = env.step(execute(f'LOCK TABLE "{table}" IN ACCESS EXCLUSIVE MODE'))
+        assert observation == "[]", observation
+        commit = {"name": "commit_final_answer", "arguments": {"answers": []}}
+        _, reward, terminated, _, info = _step_within(env, commit, 20)
+        assert (info["status"], reward, terminated) == ("completed", 0.0, True)
+    finally:
+        env.close()
+
+
+@pytest.mark.postgres
+def test_the_size_check_is_not_held_up_by_a_lock_the_agent_keeps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(server_backend, "EPISODE_STORAGE_LIMIT", 4 * 1024 * 1024)
+    env = DBEnv(split="dev", db_url=server_url(POSTGRES_URL), statement_timeout=30)
+    env.reset(seed=0)
+    table = env.unwrapped.record.tables[0].name
+    try:
+        for statement in ("BEGIN", f'LOCK TABLE "{table}" IN ACCESS EXCLUSIVE MODE'):
+            assert env.step(execute(statement))[0] == "[]"
+        # a writing statement that runs past the check interval: the size is read now
+        sleep = execute("DO $$ BEGIN PERFORM pg_sleep(0.1); END $$")
+        observation, _, _, _, info = _step_within(env, sleep, 20)
+        assert info["status"] == "running", observation
+        # what the open transaction writes counts too (1 kB values are stored as they are)
+        fill = execute(
+            "CREATE TABLE ballast AS SELECT repeat('x', 1000) AS x FROM generate_series(1, 10000)"
+        )
+        observation, _, _, _, info = _step_within(env, fill, 20)
+        if info["status"] == "running":  # the fill ran under the check interval
+            observation, _, _, _, info = _step_within(env, sleep, 20)
+        assert info["status"] == "agent_invalid_action", observation
+    finally:
+        env.close()

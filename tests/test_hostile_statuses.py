@@ -10,10 +10,12 @@ in each of its arguments, then hypothesis-generated actions of every form.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from db_servers import MARIADB_URL, POSTGRES_URL, server_url
 from hypothesis import HealthCheck, given, settings
 
 from agentgym_eppo.core import Status
@@ -90,3 +92,75 @@ def test_generated_actions_of_every_form_are_never_a_task_error(env: Any) -> Non
         _honest(env, action)
 
     body()
+
+
+# ------------------------------------------------ self-termination, every DB backend
+
+SELF_TERMINATION: dict[str, tuple[tuple[str, ...], float]] = {
+    "sqlite": (
+        (
+            "ATTACH ':memory:' AS other",
+            "DETACH main",
+            "VACUUM INTO '/tmp/agentgym-self-termination.db'",
+            "PRAGMA writable_schema = 1",
+            "SELECT load_extension('/lib/x86_64-linux-gnu/libc.so.6')",
+            "BEGIN EXCLUSIVE",
+            "SELECT CAST(X'FF' AS TEXT) COLLATE MYSQL_CI = 'a'",
+        ),
+        0.0,
+    ),
+    "mariadb": (
+        (
+            "KILL CONNECTION_ID()",
+            "KILL USER CURRENT_USER()",
+            "KILL QUERY CONNECTION_ID()",
+            "SET SESSION wait_timeout = 1",
+            "SET SESSION max_statement_time = 0.000001, wait_timeout = 1",
+            "SHUTDOWN",
+        ),
+        1.3,  # past the shortest wait_timeout MariaDB accepts
+    ),
+    "postgres": (
+        (
+            "SELECT pg_terminate_backend(pg_backend_pid())",
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = current_user",
+            "SELECT pg_cancel_backend(pg_backend_pid())",
+            "SET idle_session_timeout = 1",
+            "SELECT set_config('statement_timeout', '1', false), "
+            "set_config('idle_session_timeout', '1', false)",
+            "BEGIN",
+            "SET SESSION AUTHORIZATION postgres",
+        ),
+        0.2,
+    ),
+}
+"""Per DB backend: statements that try to end the agent's own session (or the server),
+and how long the policy "thinks" afterwards, so that idle timeouts fire."""
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "sqlite",
+        pytest.param("mariadb", marks=pytest.mark.mariadb),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ],
+)
+def test_self_termination_on_every_db_backend_is_never_a_task_error(backend: str) -> None:
+    """An episode that ends its own session is an agent abort, not a backend fault."""
+    url = {"sqlite": None, "mariadb": MARIADB_URL, "postgres": POSTGRES_URL}[backend]
+    env = env_class("db")(split="dev", db_url=url and server_url(url))
+    attacks, pause = SELF_TERMINATION[backend]
+    try:
+        for attack in attacks:
+            env.reset(seed=0)
+            follow_up = ["SELECT 1", "SELECT 1"]
+            status = _honest(env, {"name": "execute_sql", "arguments": {"query": attack}})
+            while status == "running" and follow_up:
+                time.sleep(pause)
+                query = follow_up.pop()
+                status = _honest(env, {"name": "execute_sql", "arguments": {"query": query}})
+            if "KILL CONNECTION" in attack or "terminate" in attack or "KILL USER" in attack:
+                assert status == Status.AGENT_INVALID_ACTION.value, attack
+    finally:
+        env.close()

@@ -153,6 +153,7 @@ class DBEnv(AgentBenchEnv[DBTaskRecord]):
     def _score(self, answers: list[str]) -> ToolResult:
         record = self.record
         if record.is_mutation:
+            self.database.end_session()  # the agent's locks and open transaction go with it
             try:
                 rows = [self.database.table_rows(table) for table in record.tables]
                 found = tables_hash(rows, self.group_concat_max_len)

@@ -127,11 +127,20 @@ class EpisodeDatabase(abc.ABC):
         """Run one agent statement; every database error is returned as ``Error: ...``.
 
         Raises :class:`StorageLimitExceeded` when the statement left the episode's
-        database larger than :data:`EPISODE_STORAGE_LIMIT` (servers only)."""
+        database larger than :data:`EPISODE_STORAGE_LIMIT` (servers only), and ends the
+        episode (:class:`~agentgym_eppo.core.EpisodeEnd`) when the episode's session to
+        the server is lost: ``agent_invalid_action`` where the agent's statement ended
+        it, ``task_error`` where it did not (servers only; SQLite has no session to
+        lose)."""
 
     @abc.abstractmethod
     def table_rows(self, table: TableSpec) -> list[tuple[Any, ...]]:
         """All rows of ``table``'s original columns, read with the backend's own rights."""
+
+    @abc.abstractmethod
+    def end_session(self) -> None:
+        """No statement of the agent runs after this; the judge reads next and nothing
+        the agent's session holds (locks, an open transaction) may block it."""
 
     @abc.abstractmethod
     def drop(self) -> None:

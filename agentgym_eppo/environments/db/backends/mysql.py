@@ -5,12 +5,11 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.engine import URL
-
-from agentgym_eppo.core import TaskFailure
 
 from ..tasks import TableSpec
 from .base import (
@@ -29,6 +28,7 @@ from .base import (
 from .server import (
     ServerBackend,
     ServerEpisode,
+    SessionLost,
     _insert_rows,
     _run,
     _Watchdog,
@@ -113,6 +113,11 @@ class MySQLBackend(ServerBackend):
             )[0][0]
         return int(innodb) + int(other)
 
+    def server_started(self) -> float:
+        with self.admin.connect() as admin:
+            uptime = _run(admin, "SHOW GLOBAL STATUS LIKE 'Uptime'")[0][1]
+        return time.time() - float(uptime)
+
     def kill_query(self, thread_id: int) -> None:
         with self.admin.connect() as admin:
             _run(admin, f"KILL QUERY {int(thread_id)}")
@@ -160,6 +165,7 @@ class MySQLEpisode(ServerEpisode):
                 # stops every other statement.
                 cursor.execute(f"SET SESSION max_execution_time = {int(limit * 1000)}")
         self.dropped = False
+        self.server_started = backend.server_started()
 
     def _execute(self, sql: str, char_limit: int) -> QueryResult:
         timeout = self.backend.statement_timeout
@@ -186,10 +192,36 @@ class MySQLEpisode(ServerEpisode):
                 return QueryResult(_TIMEOUT_MESSAGE.format(timeout), error=True)
             message = error.args[1] if len(error.args) > 1 else str(error)
             if code in _MYSQL_CONNECTION_LOST or not self.connection.open:
-                raise TaskFailure(f"the database connection was lost: {code} {message}") from error
+                raise SessionLost(f"{code} {message}") from error
             return QueryResult(self._stable(f"Error: {code} {message}"), error=True)
         except (UnicodeError, ValueError) as error:  # text the driver cannot send
             return QueryResult(f"Error: {error}", error=True)
         finally:
             with contextlib.suppress(Exception):  # a killed query ends its stream with an error
                 cursor.close()
+
+    def _storage_used(self) -> int:
+        return self.backend.storage_used(self.name)
+
+    def _ping(self) -> None:
+        try:
+            self.connection.ping(reconnect=False)
+        except self.backend.dbapi.Error as error:
+            raise SessionLost(_mysql_message(error)) from error
+
+    def _pin_session(self) -> bool:
+        """``wait_timeout`` is the only timeout MariaDB applies to an idle session; the
+        agent may have set it to a second."""
+        try:
+            with self.connection.cursor() as cursor:
+                cursor.execute("SET SESSION wait_timeout = DEFAULT")
+        except self.backend.dbapi.Error as error:
+            code = error.args[0] if error.args else None
+            if code in _MYSQL_CONNECTION_LOST or not self.connection.open:
+                raise SessionLost(_mysql_message(error)) from error
+            return False
+        return True
+
+
+def _mysql_message(error: Exception) -> str:
+    return " ".join(str(part) for part in error.args) or type(error).__name__

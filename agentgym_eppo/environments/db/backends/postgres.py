@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentgym_eppo.core import TaskFailure
+from psycopg.pq import TransactionStatus
 
 from ..dialect import MultipleStatementsError, translate
 from ..tasks import TableSpec
@@ -28,6 +28,7 @@ from .base import (
 from .server import (
     ServerBackend,
     ServerEpisode,
+    SessionLost,
     _batches,
     _insert_rows,
     _run,
@@ -100,19 +101,10 @@ class PostgresBackend(ServerBackend):
                     _run(admin, f"DROP OWNED BY {quoted} CASCADE")
                     _run(admin, f"DROP ROLE {quoted}")
 
-    def storage_used(self, name: str) -> int:
-        """Tables (with TOAST and indexes) in the episode's schema or owned by its role
-        (temporary tables live in a ``pg_temp_N`` schema)."""
+    def server_started(self) -> float:
         with self.admin.connect() as admin:
-            rows = _run(
-                admin,
-                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "LEFT JOIN pg_roles r ON r.oid = c.relowner "
-                "WHERE c.relkind IN ('r', 'm', 'p') AND (n.nspname = %s OR r.rolname = %s)",
-                (name, name),
-            )
-        return int(rows[0][0])
+            rows = _run(admin, "SELECT extract(epoch FROM pg_postmaster_start_time())::float8")
+        return float(rows[0][0])
 
     def cleanup_leftovers(self, grace: float = LEFTOVER_GRACE_SECONDS) -> list[str]:
         pattern = EPISODE_PREFIX.replace("_", "\\_") + "%"
@@ -128,6 +120,33 @@ class PostgresBackend(ServerBackend):
             self._drop(name)
         return stale
 
+
+_IDLE_TIMEOUTS = (
+    (140000, "idle_session_timeout"),
+    (90600, "idle_in_transaction_session_timeout"),
+    (170000, "transaction_timeout"),
+)
+"""(first server version, setting): the settings with which PostgreSQL ends a session
+that waits between statements, each settable by any role in its own session."""
+
+
+def _pin_statement(server_version: int) -> str:
+    """``RESET`` of every idle timeout the server has: back to the value the session
+    started with (the server's and the role's, which the agent had no chance to change)."""
+    return "; ".join(f"RESET {name}" for since, name in _IDLE_TIMEOUTS if server_version >= since)
+
+
+_EQ = "OPERATOR(pg_catalog.=)"
+_STORAGE_QUERY = (
+    "SELECT COALESCE(pg_catalog.sum(pg_catalog.pg_total_relation_size(c.oid)), 0)::pg_catalog.int8 "
+    "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+    f"ON n.oid {_EQ} c.relnamespace "
+    f"WHERE c.relkind {_EQ} ANY (ARRAY['r', 'm', 'p']::pg_catalog.\"char\"[]) "
+    f"AND (n.nspname {_EQ} %s::pg_catalog.name "
+    f"OR pg_catalog.pg_get_userbyid(c.relowner) {_EQ} %s::pg_catalog.name)"
+)
+"""Bytes of the tables (with TOAST and indexes) in the episode's schema or owned by its
+role (temporary tables live in a ``pg_temp_N`` schema)."""
 
 _PG_QUERY = re.compile(r"^[\s(]*(SELECT|VALUES|TABLE|WITH)\b", re.IGNORECASE)
 
@@ -229,6 +248,8 @@ class PostgresEpisode(ServerEpisode):
         self.connection.autocommit = True
         self.dropped = False
         self._cursors = 0
+        self._pin = _pin_statement(self.connection.info.server_version)
+        self.server_started = backend.server_started()
 
     def _execute(self, sql: str, char_limit: int) -> QueryResult:
         try:
@@ -246,12 +267,54 @@ class PostgresEpisode(ServerEpisode):
         except dbapi.Error as error:
             if watchdog.fired or getattr(error, "sqlstate", None) == "57014":
                 return QueryResult(_TIMEOUT_MESSAGE.format(timeout), error=True)
-            message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            message = _first_line(error)
             if self.connection.closed:
-                raise TaskFailure(f"the database connection was lost: {message}") from error
+                raise SessionLost(message) from error
             return QueryResult(self._stable(f"Error: {message}"), error=True)
         except (UnicodeError, ValueError) as error:  # text the driver cannot send
             return QueryResult(f"Error: {error}", error=True)
+
+    def _storage_used(self) -> int | None:
+        """Measured on the episode's own session: its own locks (``LOCK TABLE``,
+        ``TRUNCATE`` in an open transaction) cannot block it there as they would block
+        the admin, and it sees the tables the episode's open transaction has created.
+        Every name is schema-qualified, so objects the agent defined cannot stand in;
+        a savepoint keeps a failure from touching the agent's transaction."""
+        if self.connection.info.transaction_status == TransactionStatus.INERROR:
+            return None  # nothing more can be written until the transaction ends
+        watchdog = _Watchdog(
+            self.backend.statement_timeout + _WATCHDOG_GRACE, self.connection.cancel
+        )
+        try:
+            with watchdog, self.connection.transaction():
+                row = self.connection.execute(_STORAGE_QUERY, (self.name, self.name)).fetchone()
+        except self.backend.dbapi.Error as error:
+            if self.connection.closed:
+                raise SessionLost(_first_line(error)) from error
+            return None  # refused (the agent's own statement timeout, say)
+        return int(row[0]) if row else None
+
+    def _ping(self) -> None:
+        self._run_own("SELECT 1")
+
+    def _pin_session(self) -> bool:
+        if self.connection.info.transaction_status == TransactionStatus.INERROR:
+            # A failed transaction has already undone every SET made in it, ours
+            # before it hold; and it refuses RESET until it ends.
+            return True
+        return self._run_own(self._pin)
+
+    def _run_own(self, sql: str) -> bool:
+        """Run ``sql`` (ours, not the agent's) on the episode's session: True if it ran,
+        False if the session refused it (an aborted transaction, a cancel the agent
+        asked for), :class:`SessionLost` if the session is gone."""
+        try:
+            self.connection.execute(sql)
+        except self.backend.dbapi.Error as error:
+            if self.connection.closed:
+                raise SessionLost(_first_line(error)) from error
+            return False
+        return True
 
     def _run_query(self, statement: str, char_limit: int) -> QueryResult:
         """A query through a server-side cursor, so unread rows are never produced, and
@@ -307,3 +370,8 @@ class PostgresEpisode(ServerEpisode):
         if described.status != _COMMAND_OK:
             return []
         return [described.ftype(k) for k in range(described.nfields)]
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else repr(error)

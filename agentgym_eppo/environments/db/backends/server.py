@@ -1,6 +1,7 @@
 """What the MariaDB and PostgreSQL backends share: one engine per environment, episode
 databases created and dropped by an admin connection, a watchdog that cancels a statement
-from outside, reading tables back, and dropping leftovers of killed processes."""
+from outside, telling who ended a lost session, reading tables back, and dropping
+leftovers of killed processes."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
+from agentgym_eppo.core import AgentInvalidAction, EpisodeEnd, TaskFailure
+
 from ..tasks import TableSpec
 from .base import (
     _FETCH_BATCH,
@@ -33,6 +36,14 @@ from .base import (
 )
 
 logger = logging.getLogger(__name__)
+
+_RESTART_TOLERANCE = 2.0
+"""Seconds two readings of the server's start time may differ by and still name the same
+run of the server (MariaDB reports its uptime in whole seconds)."""
+
+
+class SessionLost(Exception):
+    """The episode's own connection to the server is gone; the message says how."""
 
 
 class _Watchdog:
@@ -134,8 +145,8 @@ class ServerBackend(DBBackend):
         return {}
 
     @abc.abstractmethod
-    def storage_used(self, name: str) -> int:
-        """Bytes the episode ``name``'s tables (with their indexes) occupy on the server."""
+    def server_started(self) -> float:
+        """When the server last started (Unix seconds), read over the admin connection."""
 
     def connect_as(self, name: str, password: str, **changes: Any) -> Any:
         """A new DBAPI connection as the episode's user/role, made by the admin engine's
@@ -185,35 +196,113 @@ class ServerEpisode(EpisodeDatabase):
     plain query never counts, unless the episode has defined code that a query could
     run. Between checks an episode writes what the server manages in that time; one
     statement, what it manages within ``statement_timeout``.
+
+    **Who ended a lost session.** The agent can end its own session: by killing it
+    (``KILL CONNECTION_ID()``, ``pg_terminate_backend(pg_backend_pid())``), or by
+    setting an idle timeout that the server enforces while the policy thinks. So after
+    every statement the session's idle timeouts are put back to the server's own
+    (:meth:`_pin_session`), which also proves the session survived the statement, and
+    before every statement the session is pinged. Then:
+
+    * lost during the statement or at the pin right after it, with the server still
+      up since the episode began: the statement ended it, ``agent_invalid_action``;
+    * found lost before a statement although the last pin held: not the agent's
+      doing, ``task_error``; if the last pin failed (the statement left the session
+      unable to run it), the agent's, ``agent_invalid_action``;
+    * the server down or restarted: ``task_error`` either way.
     """
 
     backend: ServerBackend
     connection: Any
     dropped: bool
+    server_started: float
     _defines_code = False
+    _pinned = True  # the last pin held: the session's idle timeouts are the server's
 
     _unchecked_seconds = 0.0
 
     def execute(self, sql: str, char_limit: int) -> QueryResult:
+        try:
+            self._ping()
+        except SessionLost as lost:
+            raise self._lost_between_statements(str(lost)) from None
         started = time.monotonic()
-        result = self._execute(sql, char_limit)
-        if self._may_write(sql):
-            # What a statement writes grows with how long it runs: check once the
-            # writes since the last check have run for _STORAGE_CHECK_SECONDS, so the
-            # few-millisecond INSERTs of ordinary tasks do not pay for a check each.
-            self._unchecked_seconds += time.monotonic() - started
-            if self._unchecked_seconds >= _STORAGE_CHECK_SECONDS:
-                self._unchecked_seconds = 0.0
-                used = self.backend.storage_used(self.name)
-                if used > EPISODE_STORAGE_LIMIT:
-                    raise StorageLimitExceeded(_STORAGE_MESSAGE.format(EPISODE_STORAGE_LIMIT >> 20))
+        try:
+            result = self._execute(sql, char_limit)
+            self._check_storage(sql, time.monotonic() - started)
+            self._pinned = self._pin_session()  # the last thing the session runs before it waits
+        except SessionLost as lost:
+            raise self._lost_by_statement(str(lost)) from None
         # The rows may name the episode's database or user (SELECT DATABASE(), USER());
         # they read "dbbench" there as in error messages.
         return dataclasses.replace(result, text=self._stable(result.text))
 
+    def _check_storage(self, sql: str, seconds: float) -> None:
+        if not self._may_write(sql):
+            return
+        # What a statement writes grows with how long it runs: check once the writes
+        # since the last check have run for _STORAGE_CHECK_SECONDS, so the
+        # few-millisecond INSERTs of ordinary tasks do not pay for a check each.
+        self._unchecked_seconds += seconds
+        if self._unchecked_seconds < _STORAGE_CHECK_SECONDS:
+            return
+        used = self._storage_used()
+        if used is None:
+            return
+        self._unchecked_seconds = 0.0
+        if used > EPISODE_STORAGE_LIMIT:
+            raise StorageLimitExceeded(_STORAGE_MESSAGE.format(EPISODE_STORAGE_LIMIT >> 20))
+
     @abc.abstractmethod
     def _execute(self, sql: str, char_limit: int) -> QueryResult:
-        """Run one statement as the episode's user (see :meth:`execute`)."""
+        """Run one statement as the episode's user (see :meth:`execute`); raises
+        :class:`SessionLost` when the session is gone."""
+
+    @abc.abstractmethod
+    def _storage_used(self) -> int | None:
+        """Bytes the episode's tables (with their indexes) occupy on the server; None
+        where they cannot be read now (read again after the next writing statement)."""
+
+    @abc.abstractmethod
+    def _ping(self) -> None:
+        """One round trip on the episode's session; :class:`SessionLost` if it is gone."""
+
+    @abc.abstractmethod
+    def _pin_session(self) -> bool:
+        """Put the session's idle timeouts back to the server's own; False where the
+        session refused (it is then in a state the agent's statement left),
+        :class:`SessionLost` where it is gone."""
+
+    def _server_unchanged(self) -> bool:
+        """The server answers and has not restarted since the episode began."""
+        try:
+            now = self.backend.server_started()
+        except Exception:  # unreachable: an outage, whatever the agent did
+            logger.debug("reading the server's start time failed", exc_info=True)
+            return False
+        return abs(now - self.server_started) <= _RESTART_TOLERANCE
+
+    def _lost_by_statement(self, why: str) -> EpisodeEnd:
+        if self._server_unchanged():
+            return AgentInvalidAction(
+                f"Error: the statement ended the episode's own database session ({why}); "
+                "the episode ends"
+            )
+        return TaskFailure(f"the database server went away during the statement: {why}")
+
+    def _lost_between_statements(self, why: str) -> EpisodeEnd:
+        if not self._pinned and self._server_unchanged():
+            return AgentInvalidAction(
+                "Error: the episode's database session ended after a statement that kept its "
+                f"idle timeouts from being reset ({why}); the episode ends"
+            )
+        return TaskFailure(f"the database connection was lost between statements: {why}")
+
+    def end_session(self) -> None:
+        # The judge reads as the admin: with the agent's session closed, no lock it
+        # held and no transaction it left open can hold the judge up.
+        with contextlib.suppress(Exception):
+            self.connection.close()
 
     def _may_write(self, sql: str) -> bool:
         if _DEFINES_CODE.search(sql):
@@ -237,8 +326,7 @@ class ServerEpisode(EpisodeDatabase):
         if self.dropped:
             return
         self.dropped = True
-        with contextlib.suppress(Exception):
-            self.connection.close()
+        self.end_session()
         self.backend.drop_later(self.name)
 
 
