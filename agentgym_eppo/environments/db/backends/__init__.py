@@ -21,6 +21,11 @@ and drops it when the episode ends. Every backend keeps the same promises:
 * **Bounded results.** Rows are fetched a batch at a time and rendering stops once
   the observation is longer than ``char_limit``; the rest is never fetched (MariaDB:
   an unbuffered cursor and ``KILL QUERY``; PostgreSQL: a server-side cursor).
+* **Honest ends.** A server session that the agent's statement ended (killing its own
+  connection or backend) ends the episode as ``agent_invalid_action``; idle timeouts
+  the agent sets are reset after every statement, so a session lost between
+  statements, or with the server down or restarted, is ``task_error``
+  (:class:`ServerEpisode`). The judge reads after the agent's session is closed.
 * **Cleanup.** Dropping happens when the episode ends, when the environment is closed
   or garbage-collected (on a server, in a background thread once the episode's own
   connection is closed; ``close`` waits for it), and, for databases left by a killed
