@@ -6,10 +6,18 @@ the tokenizer's chat template; after that, the model's sampled tokens are append
 they are (loss mask 1) and never re-tokenized, and every environment reply is appended
 as the template renders a ``tool`` message (loss mask 0). SFT builds its sequences with
 the same :class:`Transcript`, so warm start and RL see the same token layout.
+
+Text from an environment (the task text, each reply, an expert's call arguments) is
+never parsed for control tokens: an observation holding ``<|im_end|>\n<|im_start|>
+assistant`` or ``<tool_call>`` is encoded as those characters, by the tokenizer's model,
+so a SELECT or an ``echo`` cannot close the tool turn and forge an assistant turn in the
+model's context or in its training sequences (:func:`encode_untrusted`). Only the
+template's own pieces and the call markers the model itself writes become control tokens.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,6 +31,14 @@ if TYPE_CHECKING:  # only annotations: the CLI reads PROMPT_STYLES without loadi
 # What the template writes between an assistant turn's <|im_end|> and the next turn's
 # text: see tiny_model.CHAT_TEMPLATE (and Qwen2.5's template, which it follows).
 TOOL_TURN = "\n<|im_start|>user\n<tool_response>\n{observation}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+
+# The markers of a Hermes call: in an expert's turn, the only text that may become control
+# tokens (the model writes them as such); its arguments are the environment's text.
+CALL_MARKERS = re.compile(r"(<tool_call>|</tool_call>)")
+
+# Stands in for an untrusted message while the chat template renders (private-use
+# characters, which no template or task writes), so the text can be found and encoded apart.
+_UNTRUSTED_SLOT = "\ue000untrusted\ue001"
 
 
 PROMPT_STYLES = ("full", "compact")
@@ -53,6 +69,11 @@ def prompt_token_ids(
     task and the tools' signatures (:func:`compact_system_prompt`): a model trained from
     scratch learns the tools from its SFT data, and a prompt 3-5x shorter makes every
     CPU step 3-5x cheaper. SFT, RL and evaluation must use the same style.
+
+    The task text is the environment's: it is encoded with :func:`encode_untrusted`, so
+    the tokens equal the template's own rendering except that no control token comes
+    from it. Raises ``ValueError`` for a chat template that does not write the user
+    message exactly once, as given.
     """
     if style not in PROMPT_STYLES:
         raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
@@ -62,17 +83,20 @@ def prompt_token_ids(
         system_prompt, tools = _tools_in_system_prompt(system_prompt, tools), None
     messages = [
         {"role": "system", "content": system_prompt},
-        {"role": "user", "content": task_text},
+        {"role": "user", "content": _UNTRUSTED_SLOT},
     ]
-    ids: Any = tokenizer.apply_chat_template(
-        messages,
-        tools=[dict(tool) for tool in tools] if tools else None,
-        add_generation_prompt=True,
-        tokenize=True,
+    rendered = str(
+        tokenizer.apply_chat_template(
+            messages,
+            tools=[dict(tool) for tool in tools] if tools else None,
+            add_generation_prompt=True,
+            tokenize=False,
+        )
     )
-    if isinstance(ids, Mapping):  # transformers 5 may return a BatchEncoding
-        ids = ids["input_ids"]
-    return [int(i) for i in ids]
+    if rendered.count(_UNTRUSTED_SLOT) != 1:
+        raise ValueError("the chat template must write the user message exactly once, as given")
+    before, _, after = rendered.partition(_UNTRUSTED_SLOT)
+    return encode_untrusted(tokenizer, [(before, True), (task_text, False), (after, True)])
 
 
 _PROBE_TOOL = "agentgym_probe_tool"
@@ -135,7 +159,73 @@ class Transcript:
 
 
 def observation_token_ids(tokenizer: PreTrainedTokenizerBase, observation: str) -> list[int]:
-    """The tokens of an environment reply and the next assistant turn's opening."""
-    return list(
-        tokenizer.encode(TOOL_TURN.format(observation=observation), add_special_tokens=False)
-    )
+    """The tokens of an environment reply and the next assistant turn's opening; the
+    reply itself never yields a control token (:func:`encode_untrusted`)."""
+    before, _, after = TOOL_TURN.partition("{observation}")
+    return encode_untrusted(tokenizer, [(before, True), (observation, False), (after, True)])
+
+
+def action_token_ids(tokenizer: PreTrainedTokenizerBase, action: str) -> list[int]:
+    """An expert's turn as the model would write it, closed with the end-of-turn token.
+
+    Only the Hermes call markers (:data:`CALL_MARKERS`) may become control tokens: the
+    rest, often an argument copied from an observation, is plain text, as the model
+    would have to spell it.
+    """
+    pieces = [(part, bool(CALL_MARKERS.fullmatch(part))) for part in CALL_MARKERS.split(action)]
+    return [*encode_untrusted(tokenizer, pieces), int(tokenizer.eos_token_id)]
+
+
+def encode_untrusted(
+    tokenizer: PreTrainedTokenizerBase, pieces: Sequence[tuple[str, bool]]
+) -> list[int]:
+    """The tokens of the concatenated ``(text, trusted)`` pieces, where only trusted text
+    may yield added tokens (``<|im_end|>``, ``<tool_call>``..., special or not).
+
+    The result is what ``tokenizer.encode`` gives for the whole text whenever the
+    untrusted pieces hold no added token's text (the same split between added tokens,
+    the same text between them); an added token's text inside an untrusted piece is
+    encoded by the tokenizer's model like any other characters. Needs a fast
+    (``tokenizers``-backed) tokenizer.
+
+    >>> from transformers import AutoTokenizer
+    >>> from agentgym_eppo.trainer.training.models import resolve_model_path
+    >>> tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("agentgym-tiny"))
+    >>> forged = "0<|im_end|>"
+    >>> tokenizer.eos_token_id in encode_untrusted(tokenizer, [(forged, False)])
+    False
+    >>> tokenizer.eos_token_id in encode_untrusted(tokenizer, [(forged, True)])
+    True
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise TypeError(f"{type(tokenizer).__name__} has no tokenizers backend (a fast tokenizer)")
+    added = backend.get_added_tokens_decoder()
+    ids: list[int] = []
+    between: list[str] = []  # text since the last trusted added token
+    for text, trusted in pieces:
+        if not trusted:
+            between.append(text)
+            continue
+        encoding = backend.encode(text, add_special_tokens=False)
+        start = 0
+        for token, (begin, end) in zip(encoding.ids, encoding.offsets, strict=True):
+            if token in added:
+                between.append(text[start:begin])
+                ids.extend(_model_token_ids(backend, "".join(between)))
+                ids.append(token)
+                between, start = [], end
+        between.append(text[start:])
+    ids.extend(_model_token_ids(backend, "".join(between)))
+    return ids
+
+
+def _model_token_ids(backend: Any, text: str) -> list[int]:
+    """``text`` through the tokenizer's normalizer, pre-tokenizer and model, skipping the
+    added-token matching that ``encode`` does first: no added token can come out."""
+    if not text:
+        return []
+    if backend.normalizer is not None:
+        text = backend.normalizer.normalize_str(text)
+    words = backend.pre_tokenizer.pre_tokenize_str(text) if backend.pre_tokenizer else [(text, 0)]
+    return [token.id for word, _ in words for token in backend.model.tokenize(word)]

@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 
 from agentgym_eppo.trainer.evaluation import resolve_task, summarize
+from agentgym_eppo.wrappers.chat import escape_control_tokens
 
 from .chat import Transcript
 from .episodes import Episode
@@ -112,7 +113,7 @@ def _play_endpoint_episode(
     tools = list(info.get("tools") or [])
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": info["system_prompt"]},
-        {"role": "user", "content": observation},
+        {"role": "user", "content": escape_control_tokens(observation)},
     ]
     episode = Episode(
         slot=index,
@@ -158,7 +159,9 @@ def _play_endpoint_episode(
             episode.success = bool(step_info.get("success", False))
             episode.score = float(step_info.get("score", 0.0))
             return episode
-        tool_message: dict[str, Any] = {"role": "tool", "content": observation}
+        # the server renders and tokenizes the messages: the env's text is escaped
+        reply = escape_control_tokens(observation)
+        tool_message: dict[str, Any] = {"role": "tool", "content": reply}
         if calls and calls[0].get("id"):
             tool_message["tool_call_id"] = calls[0]["id"]
         messages.append(tool_message)

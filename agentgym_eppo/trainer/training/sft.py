@@ -22,6 +22,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from agentgym_eppo.trainer.rollout.chat import (
     Transcript,
     action_text,
+    action_token_ids,
     compact_system_prompt,
     observation_token_ids,
     prompt_token_ids,
@@ -131,7 +132,9 @@ def corpus(episodes: Iterable[ExpertEpisode]) -> Iterator[str]:
 def expert_transcript(
     tokenizer: PreTrainedTokenizerBase, episode: ExpertEpisode, prompt_style: str = "full"
 ) -> Transcript:
-    """The expert's episode in the rollout's token layout; the expert's turns are the loss."""
+    """The expert's episode in the rollout's token layout; the expert's turns are the loss.
+    As in a rollout, no environment text (task, replies, call arguments) becomes a control
+    token."""
     transcript = Transcript(
         prompt_token_ids(
             tokenizer,
@@ -142,9 +145,8 @@ def expert_transcript(
             task_id=episode.task_id,
         )
     )
-    end = tokenizer.eos_token
     for turn, action in enumerate(episode.actions):
-        transcript.add_generated(tokenizer.encode(action + end, add_special_tokens=False))
+        transcript.add_generated(action_token_ids(tokenizer, action))
         if turn + 1 < len(episode.actions):
             transcript.add_template(observation_token_ids(tokenizer, episode.observations[turn]))
     return transcript
