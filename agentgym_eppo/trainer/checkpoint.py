@@ -8,13 +8,21 @@ iterator state: each RL step's task instances are drawn from a sampler reseeded 
 A checkpoint is written to a temporary directory and renamed into place, and
 ``checkpoints/latest`` names the newest one, so a run killed mid-save still resumes
 from the previous checkpoint.
+
+A run folder may come from someone else, so resuming trusts nothing in it to run code
+or to lead outside it (:func:`latest_checkpoint`): the trainer state holds only tensors
+and plain Python values (the RNG states too) and is loaded weights-only; the model and
+tokenizer load through ``from_pretrained``, which reads safetensors or weights-only
+pickles and runs no code from the folder.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,9 +43,13 @@ CALL_FORMAT = "hermes"  # the rollout writes calls as <tool_call>{json}</tool_ca
 
 
 def rng_state() -> dict[str, Any]:
+    """Every RNG's state as tensors and plain Python values (weights-only loadable)."""
+    numpy_state = np.random.get_state(legacy=True)
+    assert isinstance(numpy_state, tuple)  # legacy=True: MT19937's (kind, key, pos, ...)
+    kind, key, position, has_gauss, gauss = numpy_state
     state: dict[str, Any] = {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": [kind, key.tolist(), int(position), int(has_gauss), float(gauss)],
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -47,7 +59,7 @@ def rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    np.random.set_state(tuple(state["numpy"]))  # a list, or the array tuple of older states
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -140,11 +152,75 @@ class ResumePoint:
     state: dict[str, Any]
 
 
+class UnsafeCheckpointError(ValueError):
+    """A run folder's checkpoint that resuming refuses: it would run code or leads outside
+    the folder. The message names the path and what was found."""
+
+
+# Globals a trainer state written before the RNG states were plain holds (NumPy's state
+# as an array): allowed for such a state only, and nothing else.
+_LEGACY_GLOBALS = {
+    "numpy._core.multiarray._reconstruct": np._core.multiarray._reconstruct,  # type: ignore[attr-defined]
+    "numpy.ndarray": np.ndarray,
+    "numpy.dtype": np.dtype,
+    "numpy.dtypes.UInt32DType": np.dtypes.UInt32DType,
+}
+
+
 def latest_checkpoint(checkpoints: Path) -> ResumePoint | None:
-    """The newest complete RL checkpoint under ``checkpoints`` (None when there is none)."""
-    marker = Path(checkpoints) / LATEST
-    if not marker.exists():
+    """The newest complete RL checkpoint under ``checkpoints`` (None when there is none).
+
+    Nothing the run folder (``checkpoints/..``) holds may lead outside it: the ``latest``
+    marker must name one folder of ``checkpoints`` by a plain name (no ``..``, no absolute
+    path), and neither that folder nor any file in it may be a link that leads out. The
+    trainer state is loaded weights-only (:func:`load_trainer_state`). Anything else
+    raises :class:`UnsafeCheckpointError`.
+    """
+    checkpoints = Path(checkpoints)
+    marker = checkpoints / LATEST
+    if not marker.exists() and not marker.is_symlink():
         return None
-    directory = Path(checkpoints) / marker.read_text(encoding="utf-8").strip()
-    state = torch.load(directory / STATE_FILE, weights_only=False)
-    return ResumePoint(directory, state)
+    _inside(checkpoints, checkpoints.parent)
+    _inside(marker, checkpoints)
+    name = marker.read_text(encoding="utf-8").strip()
+    if not re.fullmatch(r"[\w][\w.-]*", name) or ".." in name:
+        raise UnsafeCheckpointError(
+            f"{marker}: names {name!r}, not a checkpoint folder of {checkpoints}; refused"
+        )
+    directory = checkpoints / name
+    _inside(directory, checkpoints)
+    for folder, subfolders, files in os.walk(directory):
+        for entry in (*subfolders, *files):
+            _inside(Path(folder) / entry, directory)
+    return ResumePoint(directory, load_trainer_state(directory / STATE_FILE))
+
+
+def load_trainer_state(path: Path) -> dict[str, Any]:
+    """A ``trainer_state.pt`` loaded weights-only: tensors, containers and plain values,
+    nothing that runs code. A state of an earlier version of this trainer (NumPy's RNG
+    state as an array) loads too, with NumPy's array types allowed for it alone.
+
+    Raises :class:`UnsafeCheckpointError` naming what else the file holds.
+    """
+    try:
+        state = torch.load(path, weights_only=True)
+    except pickle.UnpicklingError:
+        found = set(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+        if not found <= set(_LEGACY_GLOBALS):
+            raise UnsafeCheckpointError(
+                f"{path}: refused: it holds {', '.join(sorted(found - set(_LEGACY_GLOBALS)))}, "
+                "not only tensors and plain values (unpickling it could run code)"
+            ) from None
+        with torch.serialization.safe_globals(list(_LEGACY_GLOBALS.values())):
+            state = torch.load(path, weights_only=True)
+    if not isinstance(state, dict):
+        raise UnsafeCheckpointError(f"{path}: not a trainer state (a {type(state).__name__})")
+    return state
+
+
+def _inside(path: Path, folder: Path) -> None:
+    """Refuse ``path`` unless it (its links followed) lies in ``folder``."""
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise UnsafeCheckpointError(
+            f"{path}: leads outside {folder} (to {path.resolve()}); refused"
+        )
