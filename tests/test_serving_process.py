@@ -15,7 +15,9 @@ import pytest
 pytest.importorskip("openenv", reason="openenv-core is not installed (the serve extra)")
 
 from openenv.core.generic_client import GenericEnvClient
-from serving_support import ServerProcess, wait_until
+from serving_support import wait_until
+
+from agentgym_eppo.serving.process import ServerProcess
 
 CLIENT = textwrap.dedent(
     """

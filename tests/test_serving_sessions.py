@@ -108,6 +108,12 @@ def test_bad_input_gets_openenv_errors_and_the_session_keeps_serving() -> None:
                     "VALIDATION_ERROR",
                 ),
                 "oversized": ({"text": "x" * (MAX_ACTION_CHARS + 1)}, "VALIDATION_ERROR"),
+                # JSON can carry one, UTF-8 cannot: the answer echoing it would end the session
+                "lone surrogate": ({"text": "ls \ud800"}, r"lone surrogate.*VALIDATION_ERROR"),
+                "surrogate in a call": (
+                    {"tool_call": {"name": "execute_sql", "arguments": {"query": "\udfff"}}},
+                    r"lone surrogate.*VALIDATION_ERROR",
+                ),
             }
             for action, pattern in bad.values():
                 with pytest.raises(RuntimeError, match=pattern):

@@ -4,6 +4,7 @@
 - :mod:`.environment`: one session's environment (OpenEnv's ``Environment``);
 - :mod:`.server`: OpenEnv's ``HTTPEnvServer`` with the limits, run by uvicorn;
 - :mod:`.client`: a typed OpenEnv ``EnvClient``;
+- :mod:`.process`: a server in a subprocess (for tests, benchmarks, many servers);
 - :mod:`.command`: the command line.
 
 The names below are imported on first use, so that the command line's parser (built
@@ -25,6 +26,7 @@ _EXPORTS = {
     "build_app": ".server",
     "serve": ".server",
     "AgentBenchClient": ".client",
+    "ServerProcess": ".process",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -45,6 +45,7 @@ from openenv.core.env_server.types import (
     ConcurrencyConfig,
     ServerCapacityStatus,
     WSErrorCode,
+    WSErrorResponse,
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
@@ -128,7 +129,7 @@ def build_app(config: ServeConfig, *, check_env: bool = True) -> FastAPI:
     app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(Exception, _server_error)
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
-    app.add_middleware(CapacityRefusal)
+    app.add_middleware(WebSocketGuard)
     app.state.openenv_server = server
     app.state.config = config
     return app
@@ -221,16 +222,19 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-class CapacityRefusal:
-    """Makes OpenEnv's refusal of a session over the limit reach the client.
+class WebSocketGuard:
+    """What OpenEnv's ``/ws`` endpoint needs around it to serve every client cleanly.
 
-    OpenEnv answers such a connection with its ``CAPACITY_REACHED`` error and closes it
-    at once, before the client has sent anything; the client's first ``send`` then meets
-    a closed connection and reports only that. Here the close waits (up to
-    :data:`REFUSAL_WAIT_S`) for the client's first message, so that the client reads the
-    error as its answer, and carries WebSocket code 1013 (try again later) and the reason.
-    A peer that leaves while its session closes is the end of that session, not a server
-    error.
+    - A session over the limit: OpenEnv sends its ``CAPACITY_REACHED`` error and closes
+      at once, before the client has sent anything, so the client's first ``send`` meets
+      a closed connection and reports only that. Here the close waits (up to
+      :data:`REFUSAL_WAIT_S`) for the client's first message, so that the client reads
+      the error as its answer, and carries code 1013 (try again later) and the reason.
+    - A message whose JSON holds a lone surrogate (``"\\ud800"``): OpenEnv would pass it
+      on, and the answer that echoes it cannot be encoded, which ends the session. Here
+      it is answered with OpenEnv's ``VALIDATION_ERROR`` and never reaches the session.
+    - A peer that leaves while its session closes is the end of that session, not a
+      server error.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -242,9 +246,19 @@ class CapacityRefusal:
             return
         refusal: list[str] = []
 
+        async def guarded_receive() -> Message:
+            while True:
+                message = await receive()
+                problem = _unencodable(message.get("text"))
+                if problem is None:
+                    return message
+                await send({"type": "websocket.send", "text": _ws_error(problem, _INVALID)})
+
         async def guarded_send(message: Message) -> None:
-            if message["type"] == "websocket.send" and _CAPACITY in (message.get("text") or ""):
-                refusal.append(json.loads(message["text"])["data"]["message"])
+            if message["type"] == "websocket.send":
+                code, text = _ws_error_code(message.get("text"))
+                if code == _CAPACITY:
+                    refusal.append(text)
             elif message["type"] == "websocket.close" and refusal:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(receive(), REFUSAL_WAIT_S)
@@ -252,11 +266,37 @@ class CapacityRefusal:
             await send(message)
 
         with contextlib.suppress(WebSocketDisconnect, ClientDisconnected):
-            await self.app(scope, receive, guarded_send)
+            await self.app(scope, guarded_receive, guarded_send)
 
 
 _CAPACITY = WSErrorCode.CAPACITY_REACHED.value
+_INVALID = WSErrorCode.VALIDATION_ERROR.value
 REFUSAL_WAIT_S = 10.0
+
+
+def _unencodable(text: str | None) -> str | None:
+    """Why a message's JSON cannot travel back as UTF-8, or None."""
+    if text is None or "\\u" not in text:
+        return None
+    try:
+        json.dumps(json.loads(text), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as error:
+        return f"the message holds a lone surrogate ({error.object[error.start]!r}): send valid Unicode"
+    except ValueError:  # not JSON: OpenEnv answers INVALID_JSON
+        return None
+    return None
+
+
+def _ws_error(message: str, code: str) -> str:
+    return WSErrorResponse(data={"message": message, "code": code}).model_dump_json()
+
+
+def _ws_error_code(text: str | None) -> tuple[str | None, str]:
+    """(code, message) of an OpenEnv error response, else (None, "")."""
+    if not text or not text.startswith('{"type":"error"'):
+        return None, ""
+    data = json.loads(text).get("data", {})
+    return data.get("code"), str(data.get("message", ""))
 
 
 async def _request_error(request: Request, error: Exception) -> JSONResponse:
