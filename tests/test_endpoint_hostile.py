@@ -143,12 +143,16 @@ def test_a_body_over_the_cap_fails_its_episode_only(serve, declared):
     assert result["tasks"]["echo"]["n"] == 2 and result["tasks"]["echo"]["success"] == 1.0
 
 
-def test_a_server_that_drips_its_answer_is_cut_off_at_the_request_deadline(serve):
+@pytest.mark.parametrize("phase", ["headers", "body"])
+def test_a_server_that_drips_its_answer_is_cut_off_at_the_request_deadline(serve, phase):
     finished = threading.Event()
 
     def drip(handler: Handler, body: dict, number: int) -> None:
         payload = completion(body)
         head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
+        if phase == "body":
+            handler.wfile.write(head)
+            head = b""
         for byte in head + payload:  # each byte well within any per-read timeout
             handler.wfile.write(bytes([byte]))
             handler.wfile.flush()
@@ -198,6 +202,23 @@ def test_a_malformed_reply_is_one_clear_error_for_its_episode(serve, name):
     )
     assert "\n" not in failed["error"]
     assert result["tasks"]["echo"]["n"] == 2  # the other two episodes were played
+
+
+def test_an_answer_cut_short_of_its_content_length_is_one_clear_error(serve):
+    def short(handler: Handler, body: dict, number: int) -> None:
+        payload = completion(body)
+        if number == 0:  # promises more than it sends, then closes
+            handler.send_response(200)
+            handler.send_header("Content-Length", str(len(payload) + 100))
+            handler.end_headers()
+            handler.wfile.write(payload)
+        else:
+            handler.send(payload)
+
+    result = run(serve(short))
+    [failed] = result["failed"]
+    assert failed["error"].endswith("closed the connection before the end of its answer")
+    assert result["tasks"]["echo"]["n"] == 2
 
 
 def test_a_server_failing_after_a_good_reply_keeps_the_finished_episode(serve, tmp_path, capsys):

@@ -152,6 +152,8 @@ def _post(url: str, body: bytes, headers: dict[str, str], limits: EndpointLimits
         data = _read_capped(url, response, limits.max_body_bytes)
         if expired.is_set():  # the cut ends a read as if the answer were complete
             raise TimeoutError
+        if response.length:  # bytes the Content-Length promised that never came
+            raise EndpointError(f"{url} closed the connection before the end of its answer")
         if response.status >= 400:
             answer = data[:200].decode("utf-8", "replace").strip().replace("\n", " ")
             raise EndpointError(
@@ -188,6 +190,4 @@ def _read_capped(url: str, response: http.client.HTTPResponse, cap: int) -> byte
         size += len(chunk)
         if size > cap:
             raise too_long
-    if response.length:  # bytes the Content-Length promised that never came
-        raise EndpointError(f"{url} closed the connection before the end of its answer")
     return b"".join(chunks)
