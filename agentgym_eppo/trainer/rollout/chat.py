@@ -186,7 +186,11 @@ def encode_untrusted(
     untrusted pieces hold no added token's text (the same split between added tokens,
     the same text between them); an added token's text inside an untrusted piece is
     encoded by the tokenizer's model like any other characters. Needs a fast
-    (``tokenizers``-backed) tokenizer.
+    (``tokenizers``-backed) tokenizer. The equality holds for byte-level BPE (Qwen,
+    Llama 3, SmolLM2, agentgym-tiny); a ``Metaspace(prepend_scheme="first")``
+    pre-tokenizer (some SentencePiece conversions) gives every text between added
+    tokens its word-start mark, not only the first: still no forged token, but a
+    layout that differs from the template's own rendering there.
 
     >>> from transformers import AutoTokenizer
     >>> from agentgym_eppo.trainer.training.models import resolve_model_path
