@@ -171,7 +171,7 @@ def serve(config: ServeConfig, *, on_ready: Callable[[str], None] | None = None)
             await original(sockets=sockets)
             on_ready(url)
 
-        server.startup = startup  # type: ignore[method-assign]
+        server.startup = startup
     server.run(sockets=[sock])
 
 

@@ -107,14 +107,17 @@ def action_class(task: str) -> type[AgentBenchAction]:
     """The action class of one task: ``tool_call.name`` is one of the task's tools."""
     names = tuple(tool.name for tool in tool_specs(task))
     title = task.upper() if len(task) <= 2 else task.capitalize()
+    # types built at run time: Any, which create_model accepts and mypy cannot check
+    tool_name: Any = Literal[names]
     call: type[BaseModel] = create_model(
         f"{title}ToolCall",
         __config__=ConfigDict(extra="forbid"),
-        name=(Literal[names], Field(description=f"one of the task's tools: {', '.join(names)}")),
+        name=(tool_name, Field(description=f"one of the task's tools: {', '.join(names)}")),
         arguments=(dict[str, Any], Field(default_factory=dict)),
     )
+    optional_call: Any = call | None
     return create_model(
         f"{title}Action",
         __base__=AgentBenchAction,
-        tool_call=(call | None, Field(default=None, description="an already-parsed call")),
+        tool_call=(optional_call, Field(default=None, description="an already-parsed call")),
     )
