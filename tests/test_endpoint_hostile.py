@@ -24,7 +24,9 @@ import trainer_test_envs  # noqa: F401  (registers the test tasks)
 from agentgym_eppo.trainer.cli import main
 from agentgym_eppo.trainer.rollout.openai_endpoint import (
     ENDPOINT_ERROR,
+    EndpointError,
     EndpointLimits,
+    chat_completion,
     evaluate_endpoint,
 )
 
@@ -266,3 +268,13 @@ def test_an_interrupt_writes_the_finished_episodes_as_a_partial_result(serve, tm
     assert written["partial"] is True and written["stopped"] == "interrupted"
     assert [e["sample_id"] for e in written["episodes"]] == ["dev-0"]
     assert written["failed"] == [] and written["not_played"] == {"echo": 2}
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [("http://[::1/v1", "not a valid URL"), ("http://127.0.0.1:port/v1", "not a valid URL"),
+     ("file:///etc/v1", r"not an http\(s\) URL")],
+)  # fmt: skip
+def test_a_url_that_is_not_http_is_one_clear_error(url, reason):
+    with pytest.raises(EndpointError, match=reason):
+        chat_completion(url, "m", [], [])

@@ -120,16 +120,17 @@ def _first_message(url: str, reply: Any) -> dict[str, Any]:
 
 def _post(url: str, body: bytes, headers: dict[str, str], limits: EndpointLimits) -> bytes:
     """The body of a 2xx answer to POST ``url``, read within ``limits``."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # raises on a port that is not a number
+    except ValueError as error:
+        raise EndpointError(f"{url}: not a valid URL ({error})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EndpointError(f"{url}: not an http(s) URL")
     connection_class = (
         http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     )
-    try:
-        connection = connection_class(parts.hostname, parts.port, timeout=limits.deadline_s)
-    except ValueError as error:  # a port that is not a number
-        raise EndpointError(f"{url}: {error}") from None
+    connection = connection_class(parts.hostname, port, timeout=limits.deadline_s)
     # The socket timeout bounds each operation; the watchdog bounds their sum by shutting
     # the socket down, which wakes a read blocked on a server that sends a byte at a time.
     expired = threading.Event()
