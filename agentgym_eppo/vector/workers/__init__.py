@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentgym_eppo.core.registry import Registry
+from agentgym_eppo.core.registry import Registry, did_you_mean
 
 from ..host import SubEnvSpec
 from .base import Event, WorkerError, WorkerLost, WorkerPool
@@ -38,7 +38,12 @@ def make_pool(
 ) -> WorkerPool:
     """The pool of ``backend``; ``options`` go to its constructor (e.g. ``start_method``
     for subprocesses, ``actor_options``/``num_cpus`` for Ray)."""
-    return BACKENDS.lookup(backend, where="backend")(specs, envs_per_worker, **options)
+    if backend not in BACKENDS:
+        raise ValueError(
+            f"backend must be one of {tuple(BACKENDS)}, got {backend!r}"
+            f"{did_you_mean(backend, BACKENDS)}"
+        )
+    return BACKENDS[backend](specs, envs_per_worker, **options)
 
 
 __all__ = [
