@@ -204,14 +204,14 @@ def _latest_step(run_dir: Path) -> int:
     if not marker.exists():
         return 0
     directory = run_dir / "checkpoints" / marker.read_text().strip()
-    state = torch.load(directory / "trainer_state.pt", weights_only=False)
+    state = torch.load(directory / "trainer_state.pt", weights_only=True)
     return int(state["step"])
 
 
 def _states(run_dir: Path) -> dict[int, dict[str, Any]]:
     states = {}
     for directory in sorted((run_dir / "checkpoints").glob("step_*")):
-        state = torch.load(directory / "trainer_state.pt", weights_only=False)
+        state = torch.load(directory / "trainer_state.pt", weights_only=True)
         states[int(state["step"])] = state
     return states
 

@@ -18,6 +18,7 @@ yields the SFT loss mask.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -271,7 +272,7 @@ def load_policy(
     try:
         tokenizer = AutoTokenizer.from_pretrained(where)
         model = AutoModelForCausalLM.from_pretrained(where, dtype=torch.float32)
-    except (OSError, ValueError, KeyError) as error:
+    except (OSError, ValueError, KeyError, pickle.UnpicklingError) as error:
         if not Path(where).exists():
             shipped = ", ".join(shipped_models()) or "none"
             raise ModelLoadError(
