@@ -97,7 +97,17 @@ def _attempt(env: OSEnv, index: int, warmup: int) -> tuple[str, bool, str] | Non
     except SandboxError as error:
         return (str(index), False, f"sandbox did not start: {error}")
     assert env.sandbox is not None
-    empty_passes = judge(env.record, "", env.sandbox) if not warmup else False
+    empty_passes = (
+        judge(
+            env.record,
+            "",
+            env.sandbox,
+            expected=env._expected,  # the expected answer the episode's start took
+            time_limit=env.script_timeout,
+        )
+        if not warmup
+        else False
+    )
     if not warmup:
         # A check stops the agent's processes while it runs, and the shell then reports
         # its background jobs as "Stopped" before its next prompt: the expert's

@@ -6,16 +6,19 @@ scripts run before the first observation and its ``start`` command is left runni
 the background of the agent's shell, as in AgentBench. Tools (AgentBench's
 function-calling names): ``bash_action(script)`` runs a command, ``answer_action(answer)``
 submits an answer, ``finish_action(thought)`` submits its ``thought`` as the answer. The
-answer is judged in the episode's sandbox (:mod:`.evaluation`); then the sandbox is torn
-down.
+answer is judged in the episode's sandbox (:mod:`.evaluation`), against the example's
+output taken before the agent's first action; then the sandbox is torn down.
 
 Outputs are cut AgentBench's way: over 800 characters, the first 780 and
 ``"\\n[truncated because the output is too long]"``. A command that runs past
 ``command_timeout`` (30 s) is interrupted with Ctrl-C and the observation says so; a
 shell that exits or cannot be interrupted is replaced by a fresh one (files and
 background processes stay). A sandbox that fails while the episode is set up is
-replaced once (:data:`START_ATTEMPTS`, counted in ``start_retries``); one that dies
-after the agent acted ends the episode as ``task_error``.
+replaced once (:data:`START_ATTEMPTS`, counted in ``start_retries``). After a command,
+a shell that cannot come back while the backend's own parts still run (the agent's
+start-up files block it, the agent killed the sandbox's processes) ends the episode
+with ``agent_invalid_action``, penalised like any abort; only a failure of those
+parts is ``task_error``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 from agentgym_eppo.core import (
     AgentBenchEnv,
     FunctionCall,
+    Status,
     TaskFailure,
     TaskFormatError,
     TaskSet,
@@ -37,9 +41,15 @@ from agentgym_eppo.core import (
 )
 
 from . import expert
-from .evaluation import judge
+from .evaluation import expected_output, judge
 from .prestart import SandboxReserve
-from .sandbox import DEFAULT_COMMAND_TIMEOUT, Sandbox, SandboxError, SandboxLimits
+from .sandbox import (
+    DEFAULT_COMMAND_TIMEOUT,
+    ProcessResult,
+    Sandbox,
+    SandboxError,
+    SandboxLimits,
+)
 from .tasks import MissingScript, OSTask, load_tasks
 
 logger = logging.getLogger(__name__)
@@ -91,6 +101,8 @@ class OSEnv(AgentBenchEnv[OSTask]):
         scripts_dir: where file references of AgentBench tasks that are not standard
             checkers live (AgentBench's ``data/os_interaction/scripts/<set>``).
         command_timeout: seconds before a command is interrupted (AgentBench: 30).
+        script_timeout: seconds an init or example script may run, and the budget that
+            all check scripts of one answer share (default: ``command_timeout``).
         limits: memory, CPU, process, disk and file-size limits of each sandbox.
         image: Docker image for tasks that name none (AgentBench's ``local-os/default``).
         root_dir: bwrap only: a full root filesystem to use instead of the host's /usr.
@@ -110,7 +122,7 @@ class OSEnv(AgentBenchEnv[OSTask]):
         backend: str = "bwrap",
         scripts_dir: str | Path | None = None,
         command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
-        script_timeout: float = 60.0,
+        script_timeout: float | None = None,
         limits: SandboxLimits | None = None,
         image: str = "local-os/default",
         root_dir: str | Path | None = None,
@@ -124,7 +136,7 @@ class OSEnv(AgentBenchEnv[OSTask]):
         self.backend = backend
         self.scripts_dir = scripts_dir
         self.command_timeout = float(command_timeout)
-        self.script_timeout = float(script_timeout)
+        self.script_timeout = float(command_timeout if script_timeout is None else script_timeout)
         self.limits = limits or SandboxLimits()
         self.image = image
         self.root_dir = root_dir
@@ -134,6 +146,7 @@ class OSEnv(AgentBenchEnv[OSTask]):
         """Episodes whose sandbox failed before the agent's first action and was started again."""
         self._last_command: str | None = None
         self._last_output: str | None = None
+        self._expected: ProcessResult | None = None
         self._reserve = SandboxReserve(
             self._new_sandbox, enabled=prestart, threaded=backend == "docker"
         )
@@ -149,6 +162,7 @@ class OSEnv(AgentBenchEnv[OSTask]):
                 f"{record.sample_id}: " + "; ".join(missing.reason for missing in record.missing)
             )
         self._last_command = self._last_output = None
+        self._expected = None
         image = record.image or self.image
         for attempt in range(START_ATTEMPTS):
             self._sandbox = self._reserve.take(image) if attempt == 0 else self._new_sandbox(image)
@@ -168,7 +182,8 @@ class OSEnv(AgentBenchEnv[OSTask]):
         )
 
     def _prepare(self, record: OSTask, sandbox: Sandbox) -> None:
-        """The task's init scripts, then its start command in the agent's shell."""
+        """The task's init scripts, its start command in the agent's shell, then its
+        example's output (the expected answer) over the state they left."""
         for script in record.init:
             assert not isinstance(script, MissingScript)
             started = time.monotonic()
@@ -183,6 +198,7 @@ class OSEnv(AgentBenchEnv[OSTask]):
         if record.start is not None:
             assert not isinstance(record.start, MissingScript)
             sandbox.run_command(record.start.code, self.command_timeout)
+        self._expected = expected_output(record, sandbox, timeout=self.script_timeout)
 
     def _new_sandbox(self, image: Hashable) -> Sandbox:
         if self.backend == "docker":
@@ -201,7 +217,13 @@ class OSEnv(AgentBenchEnv[OSTask]):
             return ToolResult(self._bash(sandbox, call.arguments["script"]))
         answer = call.arguments["answer" if call.name == "answer_action" else "thought"]
         try:
-            correct = judge(self.record, answer, sandbox, script_timeout=self.script_timeout)
+            correct = judge(
+                self.record,
+                answer,
+                sandbox,
+                expected=self._expected,
+                time_limit=self.script_timeout,
+            )
         except SandboxError as error:
             raise TaskFailure(f"Task error: the sandbox failed while judging: {error}") from None
         return ToolResult(
@@ -223,6 +245,14 @@ class OSEnv(AgentBenchEnv[OSTask]):
                 sandbox.restart_shell()
                 notes.append("[the shell exited; a new shell was started]")
         except SandboxError as error:
+            if error.inside:
+                # the backend still runs: the command broke the machine from inside
+                # (start-up files that block, the processes it killed), and an agent
+                # must not leave the loss that way
+                raise TaskFailure(
+                    f"The command left the machine without a working shell: {error}",
+                    status=Status.AGENT_INVALID_ACTION,
+                ) from None
             raise TaskFailure(f"Task error: the sandbox died: {error}") from None
         self._last_command, self._last_output = script, result.output
         text = self._truncate(result.output)
