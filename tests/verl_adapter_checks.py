@@ -15,6 +15,7 @@ by the real tokenizer; no model weights are involved and nothing is trained.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from importlib.resources import files
 from pathlib import Path
@@ -23,18 +24,27 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
+from tensordict import TensorDict
 from transformers import AutoTokenizer
 from vector_test_envs import COUNT, GUESS
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker, _agent_loop_registry
 from verl.protocol import DataProto
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
+from verl.trainer.ppo.core_algos import get_policy_loss_fn
+from verl.utils import tensordict_utils
+from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.rollout.llm_server import LLMServerClient
 from verl.workers.rollout.replica import TokenOutput
+from verl.workers.utils.losses import ppo_loss
 
 from agentgym_eppo.adapters import verl as verl_adapter
+from agentgym_eppo.adapters import verl_eppo
+from agentgym_eppo.trainer.algorithms.losses import clipped_policy_loss
+from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer
 from agentgym_eppo.trainer.training.models import resolve_model_path
 
 pytestmark = pytest.mark.real_library("verl")
@@ -265,3 +275,85 @@ def test_verl_tool_config_and_rows_follow_verls_formats(tmp_path: Path) -> None:
     assert row["prompt"][1] == {"role": "user", "content": "Guess the word of guess-train-2."}
     assert row["extra_info"]["tools_kwargs"]["say"] == {"create_kwargs": {"task_index": 2}}
     assert row["data_source"] == "agentgym_eppo/guess" and row["agent_name"] == "tool_agent"
+
+
+# ---------------------------------------------------------------------- EPPO's policy loss
+
+
+def test_verls_registry_returns_the_eppo_loss() -> None:
+    assert get_policy_loss_fn("eppo") is verl_eppo.compute_policy_loss_eppo
+
+
+def test_pace_batch_takes_each_tasks_response_entropy_once_per_step() -> None:
+    pacer = EPPOPacer()
+    expected = EPPOPacer()
+    steps = [([2.0, 1.0, 4.0], [3.0, 0.5, 9.0]), ([1.0, 1.0, 1.0], [0.9, 0.5, 0.9])]
+    for first, second in steps:
+        batch = DataProto.from_single_dict(
+            {
+                "entropys": torch.tensor([first, second, [7.0, 7.0, 7.0]]),
+                "response_mask": torch.tensor([[1, 1, 0], [1, 1, 1], [0, 0, 0]]),
+                "agentgym_task": np.array(["os", "db", "kg"], dtype=object),
+            }
+        )
+        eps = verl_eppo.pace_batch(pacer, batch)
+        # eq. 5 over response tokens only; kg generated no token, so it is not measured
+        want = expected.update({"os": sum(first[:2]) / 2, "db": sum(second) / 3})
+        assert eps == pytest.approx(want)
+        assert batch.batch["eppo_eps"].tolist() == pytest.approx([want["os"], want["db"], 0.2])
+    assert eps["os"] != pytest.approx(eps["db"])
+
+
+def actor_config(loss_mode: str = "eppo") -> Any:
+    """verl's own actor config from its generated trainer config."""
+    config = OmegaConf.load(str(files("verl.trainer.config") / "_generated_ppo_trainer.yaml"))
+    actor = config.actor_rollout_ref.actor
+    actor.policy_loss.loss_mode = loss_mode
+    actor.ppo_micro_batch_size_per_gpu = 2
+    return omega_conf_to_dataclass(actor)
+
+
+def micro_batch(eps: list[float]) -> tuple[dict[str, torch.Tensor], TensorDict, torch.Tensor]:
+    """A micro-batch as verl's actor hands it to its loss: two 2-token prompts with
+    3-token responses, the model's log-probs unpadded (one row per sequence token),
+    every ratio to the old policy 1.25 and every advantage 1."""
+    batch, prompt, response = len(eps), 2, 3
+    logps = torch.log(torch.tensor([[0.5, 0.4, 0.3]] * batch))
+    values = torch.zeros(batch, prompt + response)
+    values[:, prompt - 1 : prompt - 1 + response] = logps  # verl shifts log-probs by one
+    data = TensorDict(
+        {
+            "prompts": torch.ones(batch, prompt, dtype=torch.long),
+            "responses": torch.ones(batch, response, dtype=torch.long),
+            "attention_mask": torch.ones(batch, prompt + response, dtype=torch.long),
+            "response_mask": torch.ones(batch, response, dtype=torch.long),
+            "old_log_probs": logps - math.log(1.25),
+            "advantages": torch.ones(batch, response),
+            "eppo_eps": torch.tensor(eps),
+        },
+        batch_size=[batch],
+    )
+    for key, value in {"dp_size": 1, "batch_num_tokens": None, "global_batch_size": None}.items():
+        tensordict_utils.assign_non_tensor_data(data, key, value)
+    return {"log_probs": values.flatten()}, data, logps
+
+
+def test_the_eppo_loss_in_verls_ppo_loss_equals_our_clipped_loss_per_task_eps() -> None:
+    config = actor_config()
+    model_output, data, logps = micro_batch([0.2, 0.3])
+    loss, metrics = verl_eppo.eppo_ppo_loss(config, model_output, data)
+    assert metrics["actor/eppo_eps_mean"].values == [pytest.approx(0.25)]
+    ratio = torch.exp(logps - data["old_log_probs"])
+    eps = torch.tensor([[0.2], [0.3]])
+    ours, _ = clipped_policy_loss(ratio, data["advantages"], 1 - eps, 1 + eps, dual_clip_c=3.0)
+    assert loss.item() == pytest.approx(ours.mean().item())  # verl's token-mean
+    assert loss.item() == pytest.approx(-(1.2 + 1.25) / 2)  # each sample at its own ε
+    # verl's own loss clips every sample at one global ε of 0.2
+    vanilla, _ = ppo_loss(actor_config("vanilla"), model_output, micro_batch([0.2, 0.3])[1])
+    assert vanilla.item() == pytest.approx(-1.2)
+
+
+def test_the_eppo_loss_refuses_to_run_without_per_sample_eps() -> None:
+    model_output, data, _ = micro_batch([0.2, 0.3])
+    with pytest.raises(RuntimeError, match="needs each sample's ε"):
+        ppo_loss(actor_config(), model_output, data)
