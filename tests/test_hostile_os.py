@@ -9,6 +9,7 @@ Run on every backend available (the bubblewrap-only ones say why).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -380,3 +381,44 @@ def test_checks_do_not_load_the_agents_python_customisation(make_env: Any, backe
     assert obs.endswith("written\n")
     reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
     assert reward == 0.0
+
+
+# ---------------------------------------------------------------- self-termination
+
+SELF_TERMINATION = {
+    "blocking_profile_then_exit": "echo 'sleep 1000' >> /etc/profile; exit",
+    "blocking_bash_profile_then_exit": "echo 'sleep 1000' > ~/.bash_profile; exit",
+    "exiting_profile_then_exit": "echo 'exit 3' > ~/.bash_profile; exit",
+    "blocking_bashrc_then_exec": "echo 'sleep 1000' >> /etc/bash.bashrc; "
+    "echo '. /etc/bash.bashrc' > ~/.bash_profile; exec sleep 1000",
+    "kill_every_process": "kill -9 -1",
+}
+"""Actions that leave the agent without a working shell: start-up files that block or
+exit, then the shell ended (``exit``, or ``exec`` of a program that the time limit's
+Ctrl-C ends); killing every process it can see (the bubblewrap sandbox's namespace holder
+among them)."""
+
+
+@pytest.mark.parametrize("action", list(SELF_TERMINATION))
+def test_breaking_its_own_shell_is_an_agent_status_not_a_task_error(
+    backend: str, action: str
+) -> None:
+    """The trainer leaves ``task_error`` out of the loss: an agent whose shell cannot come
+    back after its own action must get the abort penalty, not an exit from the loss."""
+    env = OSEnv([OPERATION_TASK], backend=backend, limits=SMALL_LIMITS, command_timeout=3.0)
+    try:
+        env.reset(options={"index": 0})
+        obs, reward, terminated, _, info = env.step(bash(SELF_TERMINATION[action]))
+        for _ in range(10):  # a sandbox whose holder was killed takes a moment to go
+            if terminated:
+                break
+            assert info["status"] == "running", obs
+            time.sleep(0.2)
+            obs, reward, terminated, _, info = env.step(bash("echo alive"))
+        if not terminated:  # the shell came back (Docker's init outlives `kill -9 -1`)
+            assert "alive" in obs, obs
+            return
+        assert info["status"] == "agent_invalid_action", obs
+        assert reward == pytest.approx(-0.2)
+    finally:
+        env.close()

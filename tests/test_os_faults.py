@@ -1,5 +1,6 @@
-"""Hostile and broken commands: each ends as an observation or a clean ``task_error``, the
-limit holds, the host is untouched, and the next episode starts clean. Run on every
+"""Hostile and broken commands: each ends as an observation, an agent status (the agent
+broke its own machine) or, where the backend's own parts failed, a clean ``task_error``;
+the limit holds, the host is untouched, and the next episode starts clean. Run on every
 backend available."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from os_backends import BACKENDS, SMALL_LIMITS, skip_unless
 
@@ -188,7 +190,9 @@ def test_killing_the_shell_starts_a_new_one_and_keeps_the_files(env: OSEnv, kill
     assert run(env, "pwd; cat /root/note")[0] == "The output of the OS:\n\n/root\nkept\n"
 
 
-def test_killing_everything_is_a_clean_task_error(env: OSEnv) -> None:
+def test_killing_everything_is_a_clean_agent_abort(env: OSEnv) -> None:
+    """The agent's own action ended its machine: an agent status with the abort
+    penalty, not a ``task_error`` (which the trainer leaves out of the loss)."""
     result = env.step(bash("kill -9 -1"))
     for _ in range(10):  # the shell outlives the signal until the sandbox's reaper exits
         if result[4]["status"] != "running":
@@ -196,7 +200,24 @@ def test_killing_everything_is_a_clean_task_error(env: OSEnv) -> None:
         time.sleep(0.2)
         result = env.step(bash("echo still here"))
     obs, reward, terminated, _, info = result
-    assert (reward, terminated, info["status"]) == (-0.2, True, "task_error")
+    assert (reward, terminated, info["status"]) == (-0.2, True, "agent_invalid_action")
+    assert obs.startswith("The command left the machine without a working shell")
+    assert_next_episode_is_clean(env)
+
+
+def test_a_failure_of_the_parts_out_of_the_agents_reach_is_a_task_error(env: OSEnv) -> None:
+    """The control loop (bubblewrap) or the container (Docker) gone: no process inside
+    could do that, so it is the backend's fault, not the agent's."""
+    sandbox = env.sandbox
+    if env.backend == "bwrap":
+        control = psutil.Process(sandbox._process.pid)  # type: ignore[union-attr]
+        for process in [control, *control.children(recursive=True)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+    else:
+        sandbox.container.remove(force=True)  # type: ignore[union-attr]
+    obs, reward, terminated, _, info = env.step(bash("echo still here"))
+    assert (reward, terminated, info["status"]) == (-0.2, True, "task_error"), obs
     assert obs.startswith("Task error: the sandbox died")
     assert_next_episode_is_clean(env)
 

@@ -50,6 +50,12 @@ def _assert_task_error(outcome: StepOutcome, reason: str) -> None:
     assert reason in outcome.observation
 
 
+def _assert_agent_abort(outcome: StepOutcome, reason: str) -> None:
+    assert outcome.info["status"] == Status.AGENT_INVALID_ACTION.value, outcome.observation
+    assert (outcome.reward, outcome.terminated, outcome.truncated) == (-0.2, True, False)
+    assert reason in outcome.observation
+
+
 def _assert_unharmed_and_recovers(venv: MultiTaskVectorEnv, hit: int, other: int) -> None:
     """The other slot's episode finishes with its expert; the hit slot plays a new one."""
     assert _play_to_the_end(venv, other).info["status"] == "completed"
@@ -129,19 +135,23 @@ def _start_marked_sleep(venv: MultiTaskVectorEnv, index: int) -> psutil.Process:
 def test_kill_9_of_the_sandbox_shell_from_the_host_ends_its_episode_cleanly(
     os_venv: MultiTaskVectorEnv,
 ) -> None:
-    """Killed from the host, the shell is not restarted (a shell that exits inside the
-    sandbox is: ``tests/test_os_faults.py``): the episode ends as task_error."""
+    """Killed between two commands, the shell does not come back (the next command, sent
+    to no shell, is what the new one reads first). The agent can kill its own shell so
+    (a background ``kill -9 $PPID``), and the sandbox's own parts still run: the episode
+    ends with the agent status and the abort penalty (docs/os.md), not ``task_error``."""
     shell = _start_marked_sleep(os_venv, 0).parent()
     assert shell is not None and shell.cmdline()[:2] == ["bash", "--login"]
     shell.send_signal(signal.SIGKILL)
     (outcome,) = os_venv.step_some([0], [_bash("echo still here")])
-    _assert_task_error(outcome, "the sandbox died: the sandbox's shell did not start")
+    _assert_agent_abort(outcome, "the sandbox's shell did not start")
     _assert_unharmed_and_recovers(os_venv, hit=0, other=1)
 
 
-def test_kill_9_of_the_whole_sandbox_ends_its_episode_as_task_error(
+def test_kill_9_of_the_whole_sandbox_ends_its_episode_cleanly(
     os_venv: MultiTaskVectorEnv,
 ) -> None:
+    """The agent can end its sandbox the same way from inside (``kill -9 -1`` reaches the
+    namespace holder) while the control loop runs on: an agent status, as that one."""
     sleeper = _start_marked_sleep(os_venv, 0)
     # The sandbox is every process the control loop started: the namespace holder and the
     # agent's view (both bwrap), and all inside them; the control loop stays (our side).
@@ -152,7 +162,7 @@ def test_kill_9_of_the_whole_sandbox_ends_its_episode_as_task_error(
     (outcome,) = os_venv.step_some([0], [_bash("echo still here")])
     if outcome.info["status"] == "running":  # the kill may land between two commands
         (outcome,) = os_venv.step_some([0], [_bash("echo still here")])
-    _assert_task_error(outcome, "the sandbox died")
+    _assert_agent_abort(outcome, "the sandbox's shell did not start")
     _assert_unharmed_and_recovers(os_venv, hit=0, other=1)
 
 

@@ -24,7 +24,18 @@ SCRIPT_LANGUAGES = ("bash", "python")
 
 
 class SandboxError(RuntimeError):
-    """The sandbox could not start or died: a backend failure, not the agent's doing."""
+    """The sandbox could not start, died, or its shell cannot come back.
+
+    ``inside`` is True when the parts out of the agent's reach (bubblewrap's control
+    loop in the host's pid namespace; Docker's container, as the engine reports it)
+    still ran when the failure was seen: then something inside the sandbox broke, where
+    only the agent's actions reach (its start-up files, its processes, the namespace
+    holder it can signal). False: the backend itself failed.
+    """
+
+    def __init__(self, message: str, *, inside: bool = False) -> None:
+        super().__init__(message)
+        self.inside = inside
 
 
 @dataclass(frozen=True)
@@ -143,6 +154,11 @@ class Sandbox(abc.ABC):
         """Raise :class:`SandboxError` if the sandbox is known to be dead (a cheap look,
         no command: a sandbox kept in reserve may have died while it waited)."""
 
+    def host_side_alive(self) -> bool:
+        """Whether the parts of the sandbox the agent cannot reach still run (see
+        :class:`SandboxError`); False where the backend cannot tell."""
+        return False
+
     def state(self) -> str:
         """What the backend can tell of the sandbox's state, for an error message about it
         (empty where it can tell nothing)."""
@@ -205,7 +221,7 @@ class Sandbox(abc.ABC):
                 script, timeout, lambda: kill_repeatedly(lambda: self.process_ids() - before)
             )
         except ShellClosed as error:
-            raise SandboxError(str(error)) from None
+            raise SandboxError(str(error), inside=self.host_side_alive()) from None
 
     def __enter__(self) -> Sandbox:
         return self

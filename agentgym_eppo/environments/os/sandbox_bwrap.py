@@ -481,14 +481,22 @@ class BwrapSandbox(Sandbox):
             self.shell.setup(self._start_timeout, stty=False)
         except (SandboxError, ShellClosed) as error:
             state = self.state()
+            inside = self.host_side_alive()
             self.close()
-            raise SandboxError(f"the sandbox's shell did not start: {error} ({state})") from None
+            raise SandboxError(
+                f"the sandbox's shell did not start: {error} ({state})", inside=inside
+            ) from None
 
     def check_alive(self) -> None:
         if self._closed or self._process.poll() is not None:
             raise SandboxError("the sandbox died (its control loop is gone)")
         if not self._holder <= self._cgroup.pids():
             raise SandboxError(f"the sandbox died ({self.state()})")
+
+    def host_side_alive(self) -> bool:
+        """The control loop runs (in the host's pid namespace: no process of the sandbox
+        can signal it)."""
+        return not self._closed and self._process.poll() is None
 
     def state(self) -> str:
         """What is left of the sandbox, and the kernel's limit events of its cgroup."""

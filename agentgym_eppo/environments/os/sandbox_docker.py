@@ -144,7 +144,9 @@ class DockerSandbox(Sandbox):
         try:
             self.shell.setup(timeout, stty=True)
         except ShellClosed as error:
-            raise SandboxError(f"the container's shell did not start: {error}") from None
+            raise SandboxError(
+                f"the container's shell did not start: {error}", inside=self.host_side_alive()
+            ) from None
 
     def _run_process(self, argv: Sequence[str], timeout: float) -> ProcessResult:
         command = ["timeout", "-s", "KILL", f"{max(timeout, 0.1):.3f}", *argv]
@@ -153,6 +155,15 @@ class DockerSandbox(Sandbox):
         except Exception as error:
             raise SandboxError(f"docker exec failed: {error}") from None
         return ProcessResult(int(result.exit_code), result.output.decode("utf-8", errors="replace"))
+
+    def host_side_alive(self) -> bool:
+        """The engine answers and reports the container running (its init, pid 1, ignores
+        the signals a process inside can send it)."""
+        try:
+            self.container.reload()
+        except Exception:
+            return False
+        return bool(self.container.status == "running")
 
     def process_ids(self) -> set[int]:
         """Host pids of the container's processes but its init, read from its cgroup.
