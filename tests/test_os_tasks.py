@@ -88,6 +88,23 @@ def test_file_references_resolve_from_scripts_dir(tmp_path: Path) -> None:
     assert "needs scripts_dir=" in without.missing[0].reason
 
 
+@pytest.mark.parametrize("reference", ["../../etc/passwd", "/etc/passwd", "link/passwd", "out"])
+def test_file_references_cannot_leave_scripts_dir(tmp_path: Path, reference: str) -> None:
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "link").symlink_to("/etc")
+    (scripts / "out").symlink_to("/etc/passwd")
+    reference = reference.replace("../../", "../" * len(scripts.parts))
+    task = {"description": "d", "evaluation": {"check": {"file": reference}}}
+    with pytest.raises(TaskFormatError, match=r"where-it-is: .* leads out of scripts_dir"):
+        parse_task(task, "t", scripts, where="where-it-is")
+    (scripts / "inside.sh").write_text("exit 0\n")
+    (scripts / "alias.sh").symlink_to(scripts / "inside.sh")  # a link that stays inside
+    assert parse_task(
+        {"description": "d", "evaluation": {"check": {"file": "alias.sh"}}}, "t", scripts
+    ).check == (Script("bash", "exit 0\n"),)
+
+
 @pytest.mark.parametrize(
     ("task", "message"),
     [

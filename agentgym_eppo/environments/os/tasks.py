@@ -12,9 +12,14 @@ A task is AgentBench's JSON object::
 where a script is a string (bash), ``{"code": ..., "language": ...}`` or
 ``{"file": ..., "language": ...}``. File references resolve in this order: a name in
 :data:`~.checkers.STANDARD_CHECKERS` (``check/integer-match.py``) is the project's own
-checker; anything else is read from the user's ``scripts_dir``. A reference that cannot
+checker; anything else is read from the user's ``scripts_dir`` (one of AgentBench's
+scripts that pastes the agent's output into code is swapped for the project's version,
+:func:`~.checkers.replacement`). A reference that cannot
 be resolved does not stop the file from loading: the task records why, and starting
-that task raises :class:`~agentgym_eppo.core.TaskFormatError` naming the file.
+that task raises :class:`~agentgym_eppo.core.TaskFormatError` naming the file. A
+reference that leads out of ``scripts_dir`` (``../``, an absolute path, a symbolic link
+pointing out) is refused when the file loads, with a TaskFormatError naming it: a task
+file can read no other file of the host.
 Malformed parts that AgentBench itself tolerates (``"create"`` given as a list) are
 read as AgentBench reads them.
 """
@@ -28,7 +33,7 @@ from typing import Any
 
 from agentgym_eppo.core import TaskFormatError, TaskRecord, TaskSet, asset_path, read_json_or_jsonl
 
-from .checkers import STANDARD_CHECKERS
+from .checkers import STANDARD_CHECKERS, replacement
 from .sandbox import SCRIPT_LANGUAGES
 
 
@@ -232,8 +237,15 @@ class _Resolver:
             return MissingScript(
                 reference, f"{reference!r} needs scripts_dir= (AgentBench's scripts folder)"
             )
-        path = self.scripts_dir / reference
+        root = self.scripts_dir.resolve()
+        path = (root / reference).resolve()  # links followed: a link out is caught too
+        if not path.is_relative_to(root):
+            raise TaskFormatError(
+                f"{self.where}: the file reference {reference!r} leads out of scripts_dir "
+                f"({root}); task files may name only files inside it"
+            )
         try:
-            return Script(language, path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             return MissingScript(reference, f"cannot read {path}: {error}")
+        return Script(language, replacement(text) or text)
