@@ -4,7 +4,6 @@ code, and nothing it names leads outside it."""
 from __future__ import annotations
 
 import os
-import pickle
 import random
 from pathlib import Path
 from typing import Any
@@ -125,6 +124,6 @@ def test_weights_that_would_run_code_are_refused_and_run_nothing(tmp_path: Path)
     (folder / "model.safetensors").unlink()
     target = tmp_path / "ran"
     torch.save({"payload": WritesAFile(target)}, folder / "pytorch_model.bin")
-    with pytest.raises(ModelLoadError, match="cannot be loaded .*Weights only load failed"):
+    with pytest.raises(ModelLoadError, match=r"cannot be loaded .*Weights only load failed"):
         load_policy(folder)
     assert not target.exists()
