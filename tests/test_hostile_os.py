@@ -18,6 +18,7 @@ import pytest
 from os_backends import BACKENDS, SMALL_LIMITS, skip_unless
 
 from agentgym_eppo.environments.os.env import OSEnv
+from agentgym_eppo.vector.env import DEFAULT_STEP_TIMEOUT
 
 REAL_ANSWER = "7"
 FORGED_ANSWER = "42"
@@ -420,5 +421,35 @@ def test_breaking_its_own_shell_is_an_agent_status_not_a_task_error(
             return
         assert info["status"] == "agent_invalid_action", obs
         assert reward == pytest.approx(-0.2)
+    finally:
+        env.close()
+
+
+# ---------------------------------------------------------------- stalls
+
+
+def test_a_fifo_planted_where_a_check_reads_stalls_no_longer_than_the_limit(
+    backend: str,
+) -> None:
+    """The check (``grep /root/f``) blocks on the agent's FIFO: it is killed when the
+    judging budget (the command limit) is spent, the answer fails, and the step returns
+    within the step bound that the vector env's deadline stays above."""
+    env = OSEnv([OPERATION_TASK], backend=backend, limits=SMALL_LIMITS, command_timeout=2.0)
+    try:
+        env.reset(options={"index": 0})
+        assert observe(env, "mkfifo /root/f && echo planted").endswith("planted\n")
+        started = time.monotonic()
+        reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
+        assert reward == 0.0
+        assert time.monotonic() - started < env.step_time_limit
+        assert env.script_timeout == env.command_timeout
+    finally:
+        env.close()
+
+
+def test_the_os_step_bound_is_below_the_vector_envs_deadline() -> None:
+    env = OSEnv(split="dev", prestart=False)  # AgentBench's limits: 30 s per command
+    try:
+        assert env.step_time_limit < DEFAULT_STEP_TIMEOUT
     finally:
         env.close()

@@ -58,6 +58,12 @@ START_ATTEMPTS = 2
 """A sandbox that fails before the agent's first action (its shell does not start, an init
 script is killed) is replaced once by a fresh one: a backend fault, not the agent's."""
 
+STEP_OVERHEAD = 40.0
+"""Seconds a step may take beyond its command or judging limit: sending the command to a
+terminal that does not read it (at most 10 s), the interrupt of a command past its limit
+(Ctrl-C, the host-side kill and three 1.5 s waits for the shell: under 5 s) and a
+shell's restart (at most 20 s: 10 s for the sandbox's answer, 10 s for the shell's)."""
+
 AGENTBENCH_TRUNCATION = "\n[truncated because the output is too long]"
 AGENTBENCH_KEEP = 780
 
@@ -279,6 +285,13 @@ class OSEnv(AgentBenchEnv[OSTask]):
         if self._sandbox is not None:
             self._sandbox.close()
             self._sandbox = None
+
+    @property
+    def step_time_limit(self) -> float:
+        """Seconds within which ``step`` returns, whatever the action (bubblewrap; Docker
+        adds the engine's own latency): the command limit or the judging budget, plus
+        :data:`STEP_OVERHEAD`. The vector env's step deadline must stay above it."""
+        return max(self.command_timeout, self.script_timeout) + STEP_OVERHEAD
 
     def expert_action(self) -> dict[str, Any]:
         """Run the example solution, then answer with its output (see :mod:`.expert`)."""
