@@ -27,8 +27,9 @@ class ServerProcess:
     """``python -m agentgym_eppo.serving --task TASK *args``, started and waited for.
 
     ``url`` is the base URL the server printed once bound (``--port 0`` picks a free
-    port). Used as a context manager, it is stopped (SIGTERM, then SIGKILL of its
-    process group) on exit. ``lines`` holds what it printed.
+    port); with ``wait=False`` it is set by :meth:`wait_until_ready`. Used as a context
+    manager, it is stopped (SIGTERM, then SIGKILL of its process group) on exit.
+    ``lines`` holds what it printed.
     """
 
     def __init__(
@@ -38,6 +39,7 @@ class ServerProcess:
         env: Mapping[str, str] | None = None,
         nice: int = 0,
         start_timeout_s: float = START_TIMEOUT_S,
+        wait: bool = True,
     ) -> None:
         command = [sys.executable, "-m", "agentgym_eppo.serving", "--task", task, *args]
         if nice:
@@ -51,7 +53,29 @@ class ServerProcess:
             start_new_session=True,
         )
         self.lines: list[str] = []
-        self.url = self._wait_for_url(start_timeout_s)
+        self.url = ""
+        self._start_timeout_s = start_timeout_s
+        if wait:
+            self.wait_until_ready()
+
+    @classmethod
+    def many(cls, *commands: tuple[str, ...], **options: Any) -> list[ServerProcess]:
+        """Start one server per ``(task, *args)`` at once, then wait for all of them."""
+        servers = [cls(*command, wait=False, **options) for command in commands]
+        try:
+            for server in servers:
+                server.wait_until_ready()
+        except BaseException:
+            for server in servers:
+                server.__exit__()
+            raise
+        return servers
+
+    def wait_until_ready(self) -> str:
+        """Block until the server prints its URL; returns it."""
+        if not self.url:
+            self.url = self._wait_for_url(self._start_timeout_s)
+        return self.url
 
     @property
     def pid(self) -> int:
