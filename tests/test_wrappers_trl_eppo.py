@@ -55,6 +55,7 @@ def make_trainer(output_dir: Path, steps: int, **config: Any) -> EPPOGRPOTrainer
         use_cpu=True,
         seed=0,
         shuffle_dataset=False,  # each step's two prompts: one per task
+        gradient_checkpointing=False,
         **({"save_strategy": "no"} | config),
     )
     return EPPOGRPOTrainer(
