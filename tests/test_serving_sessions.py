@@ -52,24 +52,25 @@ def test_32_concurrent_sessions_each_play_their_own_episode() -> None:
     with thread_server("db", max_sessions=32) as url:
         peak: list[int] = []
 
-        async def play(index: int, started: asyncio.Barrier) -> float:
+        async def play(index: int, started: asyncio.Barrier, ended: asyncio.Barrier) -> float:
             calls, _ = episodes[index]
             async with GenericEnvClient(base_url=url) as client:
                 result = await client.reset(index=index)
                 assert result.observation["info"]["sample_id"]
                 await started.wait()  # every session is open before any plays
-                if index == 0:
-                    peak.append(await asyncio.to_thread(_live, url))
                 total = 0.0
                 for call in calls:
                     result = await client.step({"tool_call": call})
                     total += result.reward
                 assert result.done
+                if index == 0:  # no session closes before this count
+                    peak.append(await asyncio.to_thread(_live, url))
+                await ended.wait()
                 return total
 
         async def main() -> list[float]:
-            started = asyncio.Barrier(32)
-            return await asyncio.gather(*(play(index, started) for index in range(32)))
+            started, ended = asyncio.Barrier(32), asyncio.Barrier(32)
+            return await asyncio.gather(*(play(i, started, ended) for i in range(32)))
 
         returns = asyncio.run(main())
         assert returns == [total for _, total in episodes]
