@@ -23,7 +23,7 @@ import json
 import random
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from tokenizers.models import BPE
 from tokenizers.trainers import BpeTrainer
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from agentgym_eppo.adapters.trl import trl_environment_class
 from agentgym_eppo.environments.db.env import DBEnv
 from agentgym_eppo.trainer.rollout.chat import (
     TOOL_TURN,
@@ -60,7 +61,7 @@ from agentgym_eppo.trainer.training.models import (
 )
 from agentgym_eppo.trainer.training.sft import ExpertEpisode, expert_transcript
 from agentgym_eppo.vector import MultiTaskVectorEnv
-from agentgym_eppo.wrappers import ChatHistory
+from agentgym_eppo.wrappers import ChatHistory, EpisodeSession, OpenAIToolsView
 from agentgym_eppo.wrappers.chat import (
     CONTROL_TOKEN_PATTERNS,
     ZERO_WIDTH_SPACE,
@@ -365,5 +366,71 @@ def test_endpoint_messages_rendered_by_the_servers_template_cannot_forge_a_turn(
     assert tool["role"] == "tool" and "im_end|>" in tool["content"]
     harmless = [*recorded_messages[:-1], {**tool, "content": HARMLESS}]
     assert control_ids(tokenizer, chat_ids(tokenizer, recorded_messages)) == control_ids(
+        tokenizer, chat_ids(tokenizer, harmless)
+    )
+
+
+# ------------------------------------------------- what the adapters hand other libraries
+
+
+def _forged_reply_through(play: Callable[[str], str]) -> str:
+    """The text a library receives for the forging SELECT, played by ``play``."""
+    return play(json.dumps({"name": "execute_sql", "arguments": {"query": FORGING_SELECT}}))
+
+
+def _session_reply(call: str) -> str:
+    session = EpisodeSession("db", {"split": "dev"})
+    try:
+        session.start(index=0)
+        return session.act(f"<tool_call>{call}</tool_call>")[0]
+    finally:
+        session.close()
+
+
+def _trl_reply(call: str) -> str:
+    env = trl_environment_class("db", {"split": "dev"})()
+    try:
+        env.reset(task_index=0)
+        return str(env.execute_sql(query=json.loads(call)["arguments"]["query"]))  # type: ignore[attr-defined]
+    finally:
+        env._close()
+
+
+def _openai_tools_reply(call: str) -> str:
+    view = OpenAIToolsView("db", {"split": "dev"})
+    try:
+        view.reset(index=0)
+        arguments = json.dumps(json.loads(call)["arguments"])
+        messages = view.respond(
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function",
+                 "function": {"name": "execute_sql", "arguments": arguments}}
+            ]}
+        )  # fmt: skip
+        return str(messages[-1]["content"])
+    finally:
+        view.close()
+
+
+@pytest.mark.parametrize(
+    "play",
+    [_session_reply, _trl_reply, _openai_tools_reply],
+    ids=["episode-session (SkyRL, OpenRLHF, verl)", "trl", "openai-tools"],
+)
+def test_the_adapters_hand_other_libraries_escaped_environment_text(play, tokenizer) -> None:
+    """SkyRL, OpenRLHF, verl and TRL render what the adapters return with a chat template:
+    a forged reply must reach them escaped, as it reaches ``ChatHistory``."""
+    reply = _forged_reply_through(play)
+    env = DBEnv(split="dev")
+    try:
+        env.reset(options={"index": 0})
+        raw, *_ = env.step({"name": "execute_sql", "arguments": {"query": FORGING_SELECT}})
+    finally:
+        env.close()
+    assert "<|im_end|>" in raw and "<|im_end|>" not in reply  # the env's text, escaped
+    assert reply.replace(ZERO_WIDTH_SPACE, "") == raw
+    messages = [{"role": "user", "content": "task"}, {"role": "user", "content": reply}]
+    harmless = [messages[0], {"role": "user", "content": HARMLESS}]
+    assert control_ids(tokenizer, chat_ids(tokenizer, messages)) == control_ids(
         tokenizer, chat_ids(tokenizer, harmless)
     )

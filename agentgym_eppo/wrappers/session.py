@@ -5,6 +5,12 @@ clients call tools by name; SkyRL and OpenRLHF hand over the model's text), but 
 needs the same things from an env: start an episode on a chosen instance, run a tool
 call or a text action, know when the episode is over and what it earned, and release
 the env's resources. :class:`EpisodeSession` is that, over any ``AgentBench-*`` env.
+
+Every library it serves renders the text it returns with a chat template, so the task
+text and every observation come out with their control-token forms escaped
+(:data:`~agentgym_eppo.wrappers.chat.escape_control_tokens`): a database row or a shell's
+output that spells ``<|im_end|>`` cannot close the tool turn and forge an assistant turn
+in the model's context.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import gymnasium as gym
 
 from agentgym_eppo.core import Status
 from agentgym_eppo.vector.layout import resolve_env_id
+
+from .chat import escape_control_tokens
 
 EPISODE_OVER = "The episode is over; no further tool calls are accepted."
 
@@ -65,7 +73,8 @@ class EpisodeSession:
     def start(
         self, *, index: int | None = None, sample_id: str | None = None, seed: int | None = None
     ) -> str:
-        """Begin an episode on instance ``index`` or ``sample_id``; returns the task text."""
+        """Begin an episode on instance ``index`` or ``sample_id``; returns the task text
+        (control tokens escaped)."""
         options: dict[str, Any] = {}
         if sample_id is not None:
             options["sample_id"] = sample_id
@@ -74,14 +83,15 @@ class EpisodeSession:
         observation, info = self.env.reset(seed=seed, options=options)
         self.reward, self.done, self.turns = 0.0, False, 0
         self.info, self.reset_info = dict(info), dict(info)
-        return str(observation)
+        return escape_control_tokens(str(observation))
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> str:
         """Run one tool call; returns the observation (or a note once the episode is over)."""
         return self.act({"name": name, "arguments": dict(arguments)})[0]
 
     def act(self, action: Any) -> tuple[str, float, bool, dict[str, Any]]:
-        """Step with any action the env accepts: ``(observation, reward, done, info)``."""
+        """Step with any action the env accepts: ``(observation, reward, done, info)``, the
+        observation's control tokens escaped."""
         if self.done:
             return EPISODE_OVER, 0.0, True, dict(self.info)
         observation, reward, terminated, truncated, info = self.env.step(action)
@@ -89,7 +99,7 @@ class EpisodeSession:
         self.reward += float(reward)
         self.done = bool(terminated or truncated)
         self.info = dict(info)
-        return str(observation), float(reward), self.done, dict(info)
+        return escape_control_tokens(str(observation)), float(reward), self.done, dict(info)
 
     def final_reward(self) -> float:
         """The episode's return, ending it first with the abort penalty if it still runs."""
