@@ -453,3 +453,47 @@ def test_the_os_step_bound_is_below_the_vector_envs_deadline() -> None:
         assert env.step_time_limit < DEFAULT_STEP_TIMEOUT
     finally:
         env.close()
+
+
+# ---------------------------------------------------------------- forged end-of-output markers
+
+FORGE_MARKER_FROM_PS = r"""
+for n in $(ps -eo args= | grep -o '[0-9a-f]\{16\}' | sort -u); do
+    printf '\036%s\0360\036\n\036%s\036exit\036\n' "$n" "$n"
+done
+sleep 0.5; echo tail-of-the-first
+"""
+"""Prints an end-of-output marker (and a shell-exit one) with every nonce-like word that
+``ps`` shows, then more output: with the nonce on the shell wrapper's command line, the
+step ended at the forged marker and the next step got this one's tail."""
+
+
+def test_a_marker_forged_from_ps_does_not_desynchronise_the_next_step(make_env: Any) -> None:
+    env = make_env([ANSWER_TASK])
+    first = observe(env, FORGE_MARKER_FROM_PS)
+    assert first.endswith("tail-of-the-first\n"), first
+    assert observe(env, "echo second") == "The output of the OS:\n\nsecond\n"
+    reward, _ = final(env, answer(FORGED_ANSWER))
+    assert reward == 0.0
+
+
+def test_a_marker_forged_from_inside_the_shell_shifts_only_the_agents_own_output(
+    make_env: Any,
+) -> None:
+    """The shell that prints the marker is the agent's: a DEBUG trap sees the marker's
+    command, nonce included, as it runs, and can print it early. What that buys: text of
+    its own shown a step late (a trap can print text in every step anyway); the next
+    step still ends at its own marker, and the verdict, which comes from the judge and
+    never from the terminal, is untouched."""
+    env = make_env([ANSWER_TASK])
+    observe(
+        env,
+        "trap 'case $BASH_COMMAND in printf*036*) eval \"$BASH_COMMAND\"; echo injected;; esac' "
+        "DEBUG; echo armed",
+    )
+    second = observe(env, "echo second")
+    third = observe(env, "trap - DEBUG; echo third")
+    assert "second" in second and "third" in third
+    assert observe(env, "echo fourth") == "The output of the OS:\n\nfourth\n"
+    reward, _ = final(env, answer(REAL_ANSWER))
+    assert reward == 1.0

@@ -115,8 +115,7 @@ exec 2>/dev/null
 LC_ALL=C
 unset OLDPWD  # the launcher's host directory, else visible in /proc/1/environ
 ulimit -f "$1"
-nonce=$2
-userns=$3  # a process that keeps the sandbox's user namespace until the holder is in it
+userns=$2  # a process that keeps the sandbox's user namespace until the holder is in it
 exec 5< <(exec nsenter -t "$userns" --user -- "${HOLDER[@]}" --info-fd 6 -- sleep infinity 6>&1 >/dev/null </dev/null 3>&-)
 holder=
 while IFS= read -r -u 5 info; do
@@ -124,7 +123,8 @@ while IFS= read -r -u 5 info; do
 done  # fd 5 stays open: bwrap gets SIGPIPE if it writes to a closed pipe
 kill -9 "$userns"  # the holder keeps the namespace now (it dies with this loop; that does not)
 [ -n "$holder" ] || exit 1
-WRAP='bash --login --noediting -i; printf "\036%s\036exit\036\n" "$0"'
+# the exit nonce is the first line the wrapper reads from the terminal: on no command line
+WRAP='IFS= read -r n; bash --login --noediting -i; printf "\036%s\036exit\036\n" "$n"'
 judge_view() {  # the agent's processes are stopped meanwhile: nothing moves under it
     VIEW=(--bind "$ROOT" / "${BASE_DIRS[@]}")
     local i name target whole=
@@ -161,9 +161,12 @@ while IFS= read -r line; do
     id=${words[0]}; request=${words[1]}
     case $request in
     shell)
+        # what was typed to a shell that had died (a command sent before its death was
+        # seen) is still queued on the terminal: the new wrapper would read it first
+        while read -r -t 0.05 -u 3 _; do :; done
         nsenter -t "$holder" --user --net --ipc --uts -- "${AGENT[@]}" -- \
             bash -c 'exec 9<&-; exec setsid -c env --default-signal=INT,QUIT bash -c "$1" "$0"' \
-            "$nonce" "$WRAP" 9<"/proc/$holder/ns/pid" 10<"$SECCOMP" <&3 >&3 2>&3 3>&- 5<&- &
+            wrap "$WRAP" 9<"/proc/$holder/ns/pid" 10<"$SECCOMP" <&3 >&3 2>&3 3>&- 5<&- &
         printf '%s 0 0\n' "$id" ;;
     run)
         judge_view
@@ -243,10 +246,9 @@ class BwrapSandbox(Sandbox):
         master, slave = os.openpty()
         _quiet_terminal(slave)
         self._master = master
-        nonce = InteractiveShell.new_nonce()
         try:
             self._process = subprocess.Popen(
-                self._launch_argv(nonce, root_dir),
+                self._launch_argv(root_dir),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=slave,
@@ -261,13 +263,13 @@ class BwrapSandbox(Sandbox):
             raise SandboxError(f"cannot start bubblewrap: {error}") from None
         os.close(slave)
         _open_sandboxes.add(self)
-        self.shell = InteractiveShell(FdStream(master), nonce)
+        self.shell = InteractiveShell(FdStream(master))
         self._start_timeout = start_timeout
         self._starting: int | None = self._send(["shell"])
         if wait:
             self.ensure_ready()
 
-    def _launch_argv(self, nonce: str, root_dir: str | os.PathLike[str] | None) -> list[str]:
+    def _launch_argv(self, root_dir: str | os.PathLike[str] | None) -> list[str]:
         """The launcher: the pty's slave arrives as stderr (dash reads one-digit fds only)
         and leaves as fd 3.
 
@@ -324,7 +326,7 @@ class BwrapSandbox(Sandbox):
         arrays = self._control_arrays(f"{mnt}/root", base, root_dir is not None, views)
         script = arrays + CONTROL_LOOP
         control = ["bash", "--noprofile", "--norc", "-c", script, "control"]
-        control += [str(max(1, self.limits.file_size_bytes // 1024)), nonce]
+        control += [str(max(1, self.limits.file_size_bytes // 1024))]
         lines.append("exec " + shlex.join(control) + ' "$USERNS"')
         return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines)]
 

@@ -128,8 +128,10 @@ class DockerSandbox(Sandbox):
             raise
 
     def _start_shell(self, timeout: float) -> None:
-        nonce = InteractiveShell.new_nonce()
-        wrapper = f'bash --login --noediting -i; printf "\\036%s\\036exit\\036\\n" {nonce}'
+        # the exit nonce is the first line the wrapper reads from the terminal (see .shell)
+        wrapper = (
+            'IFS= read -r n; bash --login --noediting -i; printf "\\036%s\\036exit\\036\\n" "$n"'
+        )
         try:
             exec_id = self.client.api.exec_create(
                 self.container.id, ["bash", "-c", wrapper], stdin=True, tty=True, workdir="/root"
@@ -140,7 +142,7 @@ class DockerSandbox(Sandbox):
         if self._stream is not None:
             self._stream.close()
         self._stream = SocketStream(sock)
-        self.shell = InteractiveShell(self._stream, nonce)
+        self.shell = InteractiveShell(self._stream)
         try:
             self.shell.setup(timeout, stty=True)
         except ShellClosed as error:

@@ -3,16 +3,27 @@
 One interactive ``bash --login`` per episode sits on a terminal (a pty for bubblewrap, a
 ``docker exec`` tty for Docker), so ``cd``, variables and background jobs persist between
 turns, programs see a terminal as they do in AgentBench, and Ctrl-C interrupts a command
-that runs too long. The terminal has echo off and no prompts; each command is sent as
-an ANSI-C quoted string (``$'...'``: no fork, any bytes, any syntax error stays inside
-``eval``) followed by a marker that carries a per-shell nonce and the exit code::
+that runs too long. The terminal has echo off, no prompts and no history; each command
+is sent as an ANSI-C quoted string (``$'...'``: no fork, any bytes, any syntax error
+stays inside ``eval``) followed by a marker that carries a nonce drawn for that command
+alone and the exit code::
 
     __agb=$'ls /\\nexit 3'
     eval "$__agb"; printf '\\036<nonce>\\036%d\\036\\n' "$?"; unset __agb
 
 Everything before the marker is the command's output. The launcher wraps the shell so
-that its death prints ``\\036<nonce>\\036exit\\036``: ``exit`` or ``kill -9 $$`` is seen at
-once instead of as a timeout.
+that its death prints ``\\036<exit nonce>\\036exit\\036``: ``exit`` or ``kill -9 $$`` is
+seen at once instead of as a timeout. The wrapper reads its exit nonce from the
+terminal as the shell starts: no nonce is on a command line or in an environment.
+
+A marker cannot be made unforgeable from inside: the shell that prints it is the
+agent's, and a ``DEBUG`` trap sees the marker's command, nonce included, just before it
+runs. What a forged marker can do is bounded: it ends the *current* command early; its
+rest and its real marker (a stale nonce, removed from the output) are read at the start
+of the next command, which still ends at its own marker, whose nonce did not exist
+before it was sent. So the agent can show its own output a step late, which a trap
+that prints text before every command does anyway; it cannot end another command, and
+no verdict reads the terminal (checks run as separate processes).
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ _CHUNK = 768
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 _MARK = b"\x1e"
+_ANY_MARKER = re.compile(rb"\x1e[0-9a-f]{16}\x1e(?:\d+|exit|sync)\x1e\n?")
 
 
 class ShellClosed(RuntimeError):
@@ -102,6 +114,12 @@ def quote_ansi_c(text: str) -> list[str]:
     return tokens
 
 
+def _clean(raw: bytes) -> str:
+    """A command's output without the markers of earlier commands (a forged marker ended
+    one early and its real marker came later), as text."""
+    return clean_output(_ANY_MARKER.sub(b"", raw))
+
+
 def clean_output(raw: bytes) -> str:
     """Terminal bytes -> text: escape sequences, carriage returns and control bytes removed,
     invalid UTF-8 replaced (binary output becomes readable-ish text, never an exception)."""
@@ -117,31 +135,33 @@ class InteractiveShell:
     ends or times out).
     """
 
-    def __init__(self, stream: ShellStream, nonce: str, *, output_cap: int = 1 << 16) -> None:
+    def __init__(self, stream: ShellStream, *, output_cap: int = 1 << 16) -> None:
         self.stream = stream
-        self.nonce = nonce.encode()
         self.output_cap = output_cap
         self.exited = False
         self._pending = b""
-        self._marker = re.compile(
-            re.escape(_MARK + self.nonce + _MARK) + rb"(\d+|exit|sync)" + re.escape(_MARK) + b"\n?"
-        )
+        self._exit_nonce = self.new_nonce()
+        self._nonce = self.new_nonce()
 
     def forget(self) -> None:
         """Drop all state of a shell that was replaced (the sandbox restarted it)."""
         self.exited = False
         self._pending = b""
+        self._exit_nonce = self.new_nonce()
 
     @staticmethod
     def new_nonce() -> str:
         return secrets.token_hex(8)
 
     def setup(self, timeout: float, *, stty: bool) -> None:
-        """Silence the terminal (echo, prompts, history) and wait until the shell answers."""
+        """Give the wrapper its exit nonce (the first line it reads), silence the terminal
+        (echo, prompts, history) and wait until the shell answers."""
         prefix = "stty -echo -onlcr 2>/dev/null; " if stty else ""
+        self._nonce = self.new_nonce()
         line = (
-            f"{prefix}PS1=''; PS2=''; PROMPT_COMMAND=''; unset HISTFILE; "
-            f"printf '\\036%s\\036sync\\036\\n' {self.nonce.decode()}\n"
+            f"{self._exit_nonce}\n"
+            f"{prefix}PS1=''; PS2=''; PROMPT_COMMAND=''; unset HISTFILE; set +o history; "
+            f"printf '\\036%s\\036sync\\036\\n' {self._nonce}\n"
         )
         self.stream.write(line.encode())
         output, kind = self._read_until_marker(time.monotonic() + timeout, keep=True)
@@ -165,18 +185,19 @@ class InteractiveShell:
         """
         if self.exited:
             raise ShellClosed("the shell has exited")
+        self._nonce = self.new_nonce()  # an earlier command's markers no longer end one
         self.stream.write(self._command_bytes(script))
         deadline = time.monotonic() + timeout
         output, kind = self._read_until_marker(deadline)
-        while kind == b"sync":  # a late answer to an earlier interrupt: not this command's end
+        while kind == b"sync":  # cannot answer this command's script: forged, read on
             more, kind = self._read_until_marker(deadline)
             output += more
         if kind is None:
             return self._interrupt(output, on_timeout)
         if kind == b"exit":
             self.exited = True
-            return CommandResult(clean_output(output), None, shell_exited=True)
-        return CommandResult(clean_output(output), int(kind))
+            return CommandResult(_clean(output), None, shell_exited=True)
+        return CommandResult(_clean(output), int(kind))
 
     def _command_bytes(self, script: str) -> bytes:
         parts: list[str] = []
@@ -192,8 +213,7 @@ class InteractiveShell:
         text = "__agb=$'" + parts[0] + "'\n"
         text += "".join("__agb+=$'" + part + "'\n" for part in parts[1:])
         text += (
-            f'eval "$__agb"; printf \'\\036%s\\036%d\\036\\n\' {self.nonce.decode()} "$?"; '
-            "unset __agb\n"
+            f'eval "$__agb"; printf \'\\036%s\\036%d\\036\\n\' {self._nonce} "$?"; unset __agb\n'
         )
         return text.encode()
 
@@ -208,7 +228,7 @@ class InteractiveShell:
         time.sleep(0.02)
         if on_timeout is not None:
             on_timeout()
-        sync = f"\nprintf '\\036%s\\036sync\\036\\n' {self.nonce.decode()}\n".encode()
+        sync = f"\nprintf '\\036%s\\036sync\\036\\n' {self._nonce}\n".encode()
         kind = None
         for _ in range(3):
             self.stream.write(sync)
@@ -217,26 +237,36 @@ class InteractiveShell:
                 break
         if kind == b"exit" or kind is None:
             self.exited = True
-        return CommandResult(
-            clean_output(output), None, timed_out=True, shell_exited=kind != b"sync"
-        )
+        return CommandResult(_clean(output), None, timed_out=True, shell_exited=kind != b"sync")
 
     def _read_until_marker(
         self, deadline: float, *, keep: bool = True
     ) -> tuple[bytes, bytes | None]:
         """Read until a marker or ``deadline``: (output up to the cap, marker kind or None)."""
+        marker = re.compile(
+            re.escape(_MARK)
+            + b"(?:"
+            + re.escape(self._nonce.encode())
+            + re.escape(_MARK)
+            + rb"(\d+|sync)|"
+            + re.escape(self._exit_nonce.encode())
+            + re.escape(_MARK)
+            + b"(exit))"
+            + re.escape(_MARK)
+            + b"\n?"
+        )
         kept = bytearray()
         capped = False
         buffer = self._pending
         self._pending = b""
         tail = 64
         while True:
-            match = self._marker.search(buffer)
+            match = marker.search(buffer)
             if match:
                 if keep and not capped:
                     kept += buffer[: match.start()]
                 self._pending = buffer[match.end() :]
-                return bytes(kept[: self.output_cap]), match.group(1)
+                return bytes(kept[: self.output_cap]), match.group(1) or match.group(2)
             # keep a tail that may hold the start of a split marker
             if len(buffer) > tail:
                 head, buffer = buffer[:-tail], buffer[-tail:]
