@@ -77,7 +77,8 @@ def test_a_sandbox_cannot_kill_another_episodes_processes(
     observation, _, terminated, _, info = second.step(_bash("kill -9 -1; pkill -9 -f bash"))
     if not terminated:  # the shell may notice its own death one command later
         observation, _, terminated, _, info = second.step(_bash("echo still here"))
-    assert info["status"] in ("running", "task_error"), observation
+    # it killed its own machine: an agent status (docs/os.md), never the other's
+    assert info["status"] in ("running", "agent_invalid_action"), observation
     assert _run(first, "cat /root/state") == "The output of the OS:\n\nalive\n"
 
 
