@@ -671,3 +671,47 @@ def test_the_shipped_cpu_configs_are_consistent(name: str) -> None:
             resolve_model_path(config.model.path)
         ).max_position_embeddings
     assert positions >= r.max_context + r.max_tokens_per_turn
+
+
+class _Moment:
+    """A log file that notes, at each line written, how many RL steps the run has
+    recorded so far (its metrics file): when a line came out, not just that it did."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir, self.lines = run_dir, []
+
+    def write(self, text: str) -> int:
+        metrics = self.run_dir / "metrics.jsonl"
+        done = len(metrics.read_text().splitlines()) if metrics.exists() else 0
+        self.lines += [(line, done) for line in text.splitlines() if line.strip()]
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["log-file", "terminal"])
+def test_outside_a_terminal_each_stage_and_rl_step_is_a_line_as_it_happens(tmp_path, terminal):
+    from rich.console import Console
+
+    config = _config(
+        tmp_path,
+        "progress=true",
+        "sft.enabled=false",
+        "eval.stages=[after_rl]",
+        "eval.max_instances_per_task=2",
+    )
+    log = _Moment(tmp_path)
+    run_training(config, Console(file=log, force_terminal=terminal, width=200))  # type: ignore[arg-type]
+    steps = [(line, done) for line, done in log.lines if line.startswith("RL step ")]
+    if terminal:  # the bar redraws in place: no line per step, the bar shows the step
+        assert steps == []
+        assert any("RL step 2 success" in line for line, _ in log.lines)
+        return
+    stages = [line.split(" (")[0] for line, _ in log.lines if line.startswith("eval after_rl")]
+    assert stages == ["eval after_rl", "eval after_rl"]  # when it starts, and its result
+    assert [line.split(":")[0] for line, _ in steps] == ["RL step 1/2", "RL step 2/2"]
+    # each written right after its step's record, before the next step ran
+    assert [done for _, done in steps] == [1, 2]
+    assert all(" success " in line and " reward " in line for line, _ in steps)
+    assert any(line.startswith("RL steps 1-2 on ") for line, _ in log.lines)

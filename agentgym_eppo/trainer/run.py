@@ -103,6 +103,13 @@ class Trainer:
     def log(self, message: str) -> None:
         self.console.print(message)
 
+    @property
+    def live_bar(self) -> bool:
+        """A progress bar only where one can redraw (``progress`` on, a terminal); in a
+        log file, under ``nohup`` or in CI, every stage and RL step is a line instead,
+        written as it happens."""
+        return self.config.progress and self.console.is_terminal
+
     def load_policy(self, path: str | Path) -> None:
         self.model, self.tokenizer = load_policy(path, self.device)
 
@@ -137,6 +144,7 @@ class Trainer:
             return None
         started = time.perf_counter()
         e = self.config.eval
+        self.log(f"eval {stage} ({e.split}): playing {', '.join(evaluated_tasks(self.config))}")
         result = evaluate_policy(
             self.engine(),
             self.tokenizer,
@@ -299,18 +307,20 @@ class Trainer:
                 config.seed,
                 config.rollout.backend,
             )
+            self.log(f"RL steps {first_step}-{last_step} on {', '.join(config.tasks)}")
             with self._progress() as progress:
                 bar = progress.add_task("RL", total=last_step, completed=first_step - 1)
                 for step in range(first_step, last_step + 1):
                     outcome = rl_step(step, venv, engine, updater, self.tokenizer, settings, pacing)
                     writer.write(outcome.record)
                     g = outcome.record["global"]
-                    progress.update(
-                        bar,
-                        completed=step,
-                        description=f"RL step {step} success {g['success']:.2f} "
-                        f"reward {g['reward']:+.2f} loss {g['loss']:+.3f}",
+                    summary = (
+                        f"success {g['success']:.2f} reward {g['reward']:+.2f} "
+                        f"loss {g['loss']:+.3f}"
                     )
+                    progress.update(bar, completed=step, description=f"RL step {step} {summary}")
+                    if not self.live_bar:
+                        self.log(f"RL step {step}/{last_step}: {g['seconds']:.0f}s {summary}")
                     if step % config.rl.save_every == 0 or step == last_step:
                         self._save_rl(step, optimizer, clip_policy, pacing, ref_model)
         finally:
@@ -354,7 +364,7 @@ class Trainer:
             TextColumn("{task.completed}/{task.total}"),
             TimeElapsedColumn(),
             console=self.console,
-            disable=not self.config.progress,
+            disable=not self.live_bar,
         )
 
 
