@@ -9,11 +9,14 @@ evaluation protocol, and rollout throughput against plain ``generate``.
 :func:`~benchmarks.base_model.evaluate`: its rollout limits, temperature, seed, slots
 and environment settings) with the prompt style and the instance counts given here, one
 attempt per instance (the protocol has two): the counts are cut to what the CPU allows,
-and the results file says so. ``throughput`` samples the same batch of first-turn
-contexts (DB dev instances, the full prompt) with the trainer's engine
-(:class:`~agentgym_eppo.trainer.rollout.hf.HFGenerateEngine`) and with
-``model.generate``, both at temperature 1 with no end-of-turn token, so both write
-exactly ``rows x new_tokens`` tokens. ``first-turns`` decodes the model's greedy first
+and the results file says so. ``throughput`` samples two turns of one batch with the
+trainer's engine (:class:`~agentgym_eppo.trainer.rollout.hf.HFGenerateEngine`, which
+keeps each row's KV cache across turns) and with ``model.generate``: first-turn contexts
+of DB dev instances (full prompt), then each context with its sampled turn and a fixed
+reply; both at temperature 1 with no end-of-turn token, so both write exactly
+``rows x new_tokens`` tokens a turn. Rates are per CPU second of the process as well as
+per wall second. Then one update step (the protocol's settings) on the engine's
+episodes, its tokens per CPU second and its share of the fp32 matmul peak. ``first-turns`` decodes the model's greedy first
 turn on one dev instance of each task. Each prints and writes JSON with the CPU and load.
 """
 
@@ -99,56 +102,63 @@ class _Clock:
         }
 
 
+REPLY = "Query OK, 1 row affected (0.01 sec)\nRows matched: 1  Changed: 1  Warnings: 0"
+"""The environment reply appended after the first turn (a DB update's, as MySQL prints it)."""
+
+
 def throughput(rows: int, new_tokens: int) -> dict[str, Any]:
-    """Rollout with the engine and with ``generate`` on one batch, then one update step
-    (the protocol's update settings) on the engine's turns."""
+    """Two turns of rollout with the engine and with ``generate`` on one batch (the second
+    turn's contexts: the first turn's, its sampled tokens and :data:`REPLY`), then one
+    update step (the protocol's update settings) on the engine's episodes."""
+    from agentgym_eppo.trainer.rollout.chat import Transcript, observation_token_ids
     from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 
-    from .base_model import matmul_peak
-
     model, tokenizer = load_policy(MODEL)
-    contexts = first_turn_contexts(tokenizer, rows)
+    first = first_turn_contexts(tokenizer, rows)
+    reply = observation_token_ids(tokenizer, REPLY)
     never = -1  # no end-of-turn token: every row writes new_tokens tokens
     engine = HFGenerateEngine(model, never, tokenizer.pad_token_id)
     before = machine()
-    torch.manual_seed(0)
-    with _Clock() as engine_clock:
-        turns = engine.generate(contexts, [new_tokens] * rows, temperature=1.0)
-    width = max(map(len, contexts))
-    padded = torch.tensor([[tokenizer.pad_token_id] * (width - len(c)) + c for c in contexts])
-    mask = (
-        torch.arange(width)[None] >= torch.tensor([width - len(c) for c in contexts])[:, None]
-    ).long()
-    torch.manual_seed(0)
-    with _Clock() as generate_clock, torch.inference_mode():
-        out = model.generate(  # type: ignore[operator]
-            input_ids=padded,
-            attention_mask=mask,
-            max_new_tokens=new_tokens,
-            min_new_tokens=new_tokens,
-            do_sample=True,
-            temperature=1.0,
-            top_k=0,
-            top_p=1.0,
-            eos_token_id=None,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-    written = int(out.shape[0] * (out.shape[1] - width))
-    update, update_clock, tokens = update_step(model, tokenizer, contexts, turns)
+    results: dict[str, Any] = {}
+    transcripts: list[Any] = []
+    for name in ("engine", "generate"):
+        sample = engine.generate if name == "engine" else _generate(model, tokenizer)
+        torch.manual_seed(0)
+        with _Clock() as turn1:
+            turns = sample(first, [new_tokens] * rows, 1.0)
+        second = [c + t + reply for c, t in zip(first, turns, strict=True)]
+        with _Clock() as turn2:
+            again = sample(second, [new_tokens] * rows, 1.0)
+        written = rows * new_tokens
+        results[name] = {
+            "turn_1": turn1.rates(sum(map(len, turns))),
+            "turn_2": turn2.rates(sum(map(len, again))),
+            "tokens_per_cpu_s": 2 * written / (turn1.cpu + turn2.cpu),
+        }
+        if name == "engine":
+            for context, turn, turn_2 in zip(first, turns, again, strict=True):
+                transcript = Transcript(list(context))
+                transcript.add_generated(turn)
+                transcript.add_template(reply)
+                transcript.add_generated(turn_2)
+                transcripts.append(transcript)
+    update, update_clock, tokens = update_step(model, tokenizer, transcripts)
     params = sum(p.numel() for p in model.parameters())
-    peak = matmul_peak(torch.float32)
+    peak = cpu_matmul_peak()
     achieved = 6 * params * tokens / update_clock.cpu / 1e9
     return {
         "rows": rows,
-        "context_tokens": [len(c) for c in contexts],
+        "context_tokens": [len(c) for c in first],
+        "reply_tokens": len(reply),
         "new_tokens": new_tokens,
-        "engine": engine_clock.rates(sum(map(len, turns))),
-        "generate": generate_clock.rates(written),
+        **results,
+        "engine_over_generate_cpu": results["engine"]["tokens_per_cpu_s"]
+        / results["generate"]["tokens_per_cpu_s"],
         "update": {
             **update_clock.rates(tokens),
             "loss_tokens": update.tokens,
             "gflops_per_cpu_s_6nt": achieved,
-            "fp32_matmul_peak_gflops": peak,
+            "fp32_matmul_peak_gflops_per_cpu_s": peak,
             "share_of_peak": achieved / peak,
         },
         "machine_before": before,
@@ -156,22 +166,56 @@ def throughput(rows: int, new_tokens: int) -> dict[str, Any]:
     }
 
 
-def update_step(
-    model: Any, tokenizer: Any, contexts: list[list[int]], turns: list[list[int]]
-) -> tuple[Any, _Clock, int]:
-    """One :class:`PolicyUpdater` step (the protocol's settings) on the sampled turns, as
+def _generate(model: Any, tokenizer: Any) -> Any:
+    """``model.generate`` behind the engine's call signature (left-padded batch, sampling
+    at the temperature with no top-k or top-p, no end-of-turn token)."""
+
+    def sample(
+        contexts: list[list[int]], budgets: list[int], temperature: float
+    ) -> list[list[int]]:
+        width = max(map(len, contexts))
+        pads = torch.tensor([width - len(c) for c in contexts])
+        padded = torch.tensor([[tokenizer.pad_token_id] * (width - len(c)) + c for c in contexts])
+        mask = (torch.arange(width)[None] >= pads[:, None]).long()
+        with torch.inference_mode():
+            out = model.generate(
+                input_ids=padded,
+                attention_mask=mask,
+                max_new_tokens=max(budgets),
+                min_new_tokens=max(budgets),
+                do_sample=True,
+                temperature=temperature,
+                top_k=0,
+                top_p=1.0,
+                eos_token_id=None,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        return [row[width:].tolist() for row in out]
+
+    return sample
+
+
+def cpu_matmul_peak(size: int = 2048, repeats: int = 10) -> float:
+    """fp32 GFLOP per CPU second of a square matmul at the current thread count."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    with _Clock() as clock:
+        for _ in range(repeats):
+            a @ b
+    return 2 * size**3 * repeats / clock.cpu / 1e9
+
+
+def update_step(model: Any, tokenizer: Any, transcripts: list[Any]) -> tuple[Any, _Clock, int]:
+    """One :class:`PolicyUpdater` step (the protocol's settings) on ``transcripts``, as
     groups of two with rewards 1 and 0 (so every advantage is non-zero)."""
     from agentgym_eppo.trainer.algorithms.clip_policies import make_clip_policy
     from agentgym_eppo.trainer.rl_step import update_settings
-    from agentgym_eppo.trainer.rollout.chat import Transcript
     from agentgym_eppo.trainer.rollout.episodes import Episode
     from agentgym_eppo.trainer.training.update import PolicyUpdater
 
     protocol = load_config(PROTOCOL)
     episodes = []
-    for i, (context, turn) in enumerate(zip(contexts, turns, strict=True)):
-        transcript = Transcript(list(context))
-        transcript.add_generated(turn)
+    for i, transcript in enumerate(transcripts):
         episodes.append(
             Episode(
                 i, "db", f"g{i // 2}", str(i), transcript, reward=float(i % 2), status="completed"

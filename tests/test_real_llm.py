@@ -36,7 +36,7 @@ from agentgym_eppo.trainer.training.models import (
     ModelLoadError,
     resolve_model_path,
 )
-from agentgym_eppo.trainer.training.wheel_models import SOURCE_FILE, model_cache_root
+from agentgym_eppo.trainer.training.wheel_models import CACHE_ENV, SOURCE_FILE, model_cache_root
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 MODEL = "smollm2-135m-instruct"
@@ -71,6 +71,16 @@ def test_the_name_resolves_to_a_converted_checkpoint_in_the_cache(model_dir: Pat
     assert config.model_type == "llama" and config.vocab_size == 49152
     assert getattr(config, "quantization_config", None) is None
     assert NAMED_MODELS[MODEL].is_built()
+
+
+def test_the_cache_folder_follows_its_variable_then_xdg(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "models"))
+    assert NAMED_MODELS[MODEL].folder == tmp_path / "models" / MODEL
+    monkeypatch.delenv(CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert model_cache_root() == tmp_path / "xdg" / "agentgym-eppo" / "models"
 
 
 def test_a_missing_wheel_says_how_to_install_it_and_fails_a_ci_run() -> None:

@@ -40,14 +40,7 @@ class WheelModelMissing(RuntimeError):
 
 def model_cache_root() -> Path:
     """Where converted models live: ``$AGENTGYM_EPPO_MODEL_CACHE``, else
-    ``$XDG_CACHE_HOME/agentgym-eppo/models`` (``~/.cache`` when unset).
-
-    >>> import os
-    >>> os.environ[CACHE_ENV] = "/tmp/models-here"
-    >>> str(model_cache_root())
-    '/tmp/models-here'
-    >>> del os.environ[CACHE_ENV]
-    """
+    ``$XDG_CACHE_HOME/agentgym-eppo/models`` (``~/.cache`` when unset)."""
     explicit = os.environ.get(CACHE_ENV)
     if explicit:
         return Path(explicit)
@@ -115,6 +108,7 @@ class WheelGGUFModel:
         root = model_cache_root()
         root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{self.name}-", dir=root))
+        staging.chmod(0o755)  # mkdtemp's 0700 would hide the model from other readers
         try:
             model.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
