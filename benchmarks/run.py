@@ -2,6 +2,12 @@
 
 Each ``benchmarks/bench_<name>.py`` has a ``main() -> None`` that measures ours and the
 peer side by side in one run and writes ``benchmarks/results/<name>.md``.
+
+The other modules here are not timing benchmarks, and each names its own command:
+``base_model`` (a model scored with the evaluation protocol, and paired comparisons),
+``real_model`` (the named real LLM's measurements), ``clip_pilot`` (the clip-binding
+pilot's table), ``gpu_check`` (the one-script GPU check); ``fuzz_tools``, ``soak``,
+``instant_env`` and ``machine`` are what the benchmarks share.
 """
 
 from __future__ import annotations
