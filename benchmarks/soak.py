@@ -1,4 +1,4 @@
-"""The soak run of issue 10: many episodes of all five tasks, then count what was left behind.
+"""The soak run: many episodes of all five tasks, then count what was left behind.
 
 :func:`run_soak` drives a :class:`~agentgym_eppo.vector.MultiTaskVectorEnv` over the
 five AgentBench tasks with :class:`SoakPolicy` (a random-but-valid policy with a share

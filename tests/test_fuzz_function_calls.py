@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the function-call parser and of ``step`` (issue 10).
+"""Property-based fuzzing of the function-call parser and of ``step``.
 
 Whatever a model emits, the parser either returns a validated call of a known tool or
 raises a :class:`ToolCallError`; ``step`` never raises and ends with a documented status.

@@ -1,4 +1,4 @@
-"""DB episodes under hostile SQL (issue 18), on SQLite, MariaDB and PostgreSQL.
+"""DB episodes under hostile SQL, on SQLite, MariaDB and PostgreSQL.
 
 * SQLite's episode database lives in the caller's process: it may not grow past
   ``EPISODE_STORAGE_LIMIT`` (the statement fails with a message naming the bound);

@@ -1,4 +1,4 @@
-"""Hostile actions (issue 18): what a policy under RL pressure sends must end as an
+"""Hostile actions: what a policy under RL pressure sends must end as an
 agent status or an ordinary observation, never raise out of ``step`` and never stall.
 
 * a JSON integer past Python's int-string limit, in every action form, in all five

@@ -1,6 +1,6 @@
 """An agent under RL pressure attacking the OS environment's judge and isolation.
 
-Each test is an attack a policy could find (issue 18): forging the verdict through the
+Each test is an attack a policy could find: forging the verdict through the
 sandbox's control channel, replacing the programs the checks run, escaping through
 keyrings, user namespaces or ``ptrace``. Every attack must fail, the verdict must stay
 honest, and an outcome caused by the action's content must never be ``task_error``.

@@ -1,4 +1,4 @@
-"""Honest statuses (issue 18): what the action holds can end an episode only with an
+"""Honest statuses: what the action holds can end an episode only with an
 agent status or come back as an ordinary observation, never as ``task_error``.
 
 The trainer leaves ``task_error`` episodes out of the loss, so an agent mistake that

@@ -1,5 +1,5 @@
-"""No step can stall a MultiTaskVectorEnv (issue 18), and a killed run's temp folders
-do not pile up (issue 19).
+"""No step can stall a MultiTaskVectorEnv, and a killed run's temp folders
+do not pile up.
 
 A step past ``step_timeout`` ends its slot as ``task_error`` with its worker replaced;
 the other slots go on. The slow step is the test task's own ``wait`` tool, a real

@@ -1,4 +1,4 @@
-"""The one query builder: standard SPARQL 1.1 that every store accepts (NOTES.md's traps)."""
+"""The one query builder: standard SPARQL 1.1 that every store accepts (the traps each store sets)."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def solve(split: str, indices: range, warmup: int = 0) -> list[tuple[str, bool, 
             if first is None:
                 continue
             # A task that fails once and then passes is a race, not an unsolvable task:
-            # since issue 18's sandbox rework about one episode in several hundred failed
+            # since the sandbox's rework for hostile inputs about one episode in several hundred failed
             # so (a sandbox that fails to start is now set up again by OSEnv itself; a
             # failure after the start is not). Counted, bounded, retried once.
             RETRIED.append((index, first))
@@ -173,7 +173,7 @@ def test_every_shipped_task_is_solvable_and_the_empty_answer_fails(split: str) -
 
 
 def test_the_expert_solves_every_dev_task_after_random_commands() -> None:
-    """The expert takes over from whatever state valid commands left (issue 19: it used
+    """The expert takes over from whatever state valid commands left (it used
     to answer with the output of any earlier command)."""
     solve_every_task("dev", warmup=3)
 

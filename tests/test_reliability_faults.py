@@ -1,4 +1,4 @@
-"""Faults injected into a running MultiTaskVectorEnv of real environments (issue 10).
+"""Faults injected into a running MultiTaskVectorEnv of real environments.
 
 Each fault hits one slot's episode while another slot runs beside it. The hit episode
 ends as ``task_error`` with the abort penalty (and says why); the other slot's episode

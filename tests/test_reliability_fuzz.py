@@ -1,4 +1,4 @@
-"""Fuzzing every real tool of the five environments (issue 10).
+"""Fuzzing every real tool of the five environments.
 
 For each environment's own tools: whatever is handed to the parser gives a validated
 call of one of them or a ``ToolCallError`` with a documented status and a message, and

@@ -1,4 +1,4 @@
-"""Concurrent episodes cannot reach each other or the host (issue 10).
+"""Concurrent episodes cannot reach each other or the host.
 
 OS: two sandboxes run side by side; each tries to see, change or kill the other's
 files and processes and to break out to the host (mounts, cgroups, ``/proc``, writes

@@ -1,4 +1,4 @@
-"""A short soak (issue 10): a few hundred episodes of all five tasks, the DB task on
+"""A short soak: a few hundred episodes of all five tasks, the DB task on
 MariaDB, in one MultiTaskVectorEnv, with a random-but-valid policy and 10% garbage
 actions, then nothing of theirs is left: no process, sandbox, mount, cgroup, temp file,
 file descriptor, database or database user. A missing task or server fails (in CI) rather

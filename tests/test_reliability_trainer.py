@@ -1,4 +1,4 @@
-"""The trainer under faults (issue 10): failed episodes stay out of the loss, and a run
+"""The trainer under faults: failed episodes stay out of the loss, and a run
 SIGKILLed at random points resumes to the same result as an uninterrupted one.
 
 Resume: the CPU trainer (``agentgym-eppo train``, a separate process) on a tiny config

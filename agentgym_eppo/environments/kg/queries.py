@@ -1,7 +1,8 @@
 """Every SPARQL query the KG tools issue, built in one place for every store.
 
 The queries are standard SPARQL 1.1 with full IRIs (``<http://rdf.freebase.com/ns/...>``)
-and no prefixes, because the stores disagree on the rest (NOTES.md): pyoxigraph rejects
+and no prefixes, because the stores disagree on the rest (each measured on pyoxigraph, rdflib and
+Virtuoso): pyoxigraph rejects
 prefixed names with two dots (``ns:film.actor.film``), ``SELECT COUNT DISTINCT`` is
 Virtuoso-only, ``regex`` on an IRI matches nothing, and rdflib ignores a ``MAX``
 subquery used as a filter. So: ``COUNT(DISTINCT ?x)``, ``STRSTARTS(STR(?r), ...)``,
