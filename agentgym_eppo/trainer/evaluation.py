@@ -11,7 +11,7 @@ lists every episode's task, instance, success, reward and status).
 from __future__ import annotations
 
 import importlib
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +24,7 @@ from agentgym_eppo.trainer.rollout.engine import RolloutEngine
 from agentgym_eppo.trainer.rollout.episodes import (
     Episode,
     RolloutLimits,
+    episodes_by_task,
     play_episodes,
     slot_info,
     start_episode,
@@ -35,12 +36,8 @@ GREEDY = RolloutLimits(temperature=0.0)
 
 def summarize(episodes: Sequence[Episode], stage: str, split: str) -> dict[str, Any]:
     """The eval JSON of a set of finished episodes."""
-    by_task: dict[str, list[Episode]] = defaultdict(list)
-    for episode in episodes:
-        by_task[episode.task_id].append(episode)
     tasks: dict[str, dict[str, Any]] = {}
-    for task_id in sorted(by_task):
-        played = by_task[task_id]
+    for task_id, played in episodes_by_task(episodes).items():
         tasks[task_id] = {
             "success": sum(float(e.success) for e in played) / len(played),
             "reward": sum(e.reward for e in played) / len(played),

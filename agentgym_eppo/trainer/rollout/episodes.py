@@ -158,6 +158,21 @@ def _finish(episode: Episode, outcome: Any) -> None:
     episode.info = info
 
 
+def episodes_by_task(episodes: Sequence[Episode]) -> dict[str, list[Episode]]:
+    """The episodes of each task, tasks in sorted order, each task's in played order.
+
+    >>> from agentgym_eppo.trainer.rollout.chat import Transcript
+    >>> def played(task):
+    ...     return Episode(0, task, "g", "s", Transcript([1], [1]))
+    >>> {task: len(e) for task, e in episodes_by_task([played("os"), played("db"), played("os")]).items()}
+    {'db': 1, 'os': 2}
+    """
+    by_task: dict[str, list[Episode]] = {}
+    for episode in episodes:
+        by_task.setdefault(episode.task_id, []).append(episode)
+    return {task: by_task[task] for task in sorted(by_task)}
+
+
 def group_rewards(episodes: Sequence[Episode]) -> dict[str, set[float]]:
     """Each GRPO group's distinct rewards. ``task_error`` episodes are left out, as the
     update leaves them out of the advantages: a group whose only difference is a task

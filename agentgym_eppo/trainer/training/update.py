@@ -29,7 +29,7 @@ from agentgym_eppo.trainer.algorithms import defaults as d
 from agentgym_eppo.trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS, normalize_by_task
 from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy, ClipTokens
 from agentgym_eppo.trainer.algorithms.losses import token_losses, token_sum
-from agentgym_eppo.trainer.rollout.episodes import Episode, group_rewards
+from agentgym_eppo.trainer.rollout.episodes import Episode, episodes_by_task, group_rewards
 
 from .batching import MicroBatch, micro_batches, token_logprobs
 
@@ -127,12 +127,8 @@ def step_record(
     ``episodes`` are all the step played; ``trained`` those given to the update (all of
     them unless dynamic sampling, over ``rounds`` rounds, kept fewer); ``paces`` each
     task's :class:`~agentgym_eppo.trainer.algorithms.pacer.TaskPace`."""
-    by_task: dict[str, list[Episode]] = defaultdict(list)
-    for episode in episodes:
-        by_task[episode.task_id].append(episode)
     tasks: dict[str, dict[str, Any]] = {}
-    for task_id in sorted(by_task):
-        played = by_task[task_id]
+    for task_id, played in episodes_by_task(episodes).items():
         pace = paces.get(task_id)
         tasks[task_id] = {
             "success": sum(e.success for e in played) / len(played),
