@@ -400,12 +400,26 @@ Ctrl-C ends); killing every process it can see (the bubblewrap sandbox's namespa
 among them)."""
 
 
-@pytest.mark.parametrize("action", list(SELF_TERMINATION))
+DOCKER_SELF_TERMINATION = ("blocking_profile_then_exit", "kill_every_process")
+"""The cases run on Docker too: one start-up file that blocks (the same path in the env
+as every other such case, and each costs a restart wait) and ``kill -9 -1``, whose
+outcome differs there."""
+
+
+@pytest.mark.parametrize(
+    ("backend", "action"),
+    [pytest.param("bwrap", action, id=f"bwrap-{action}") for action in SELF_TERMINATION]
+    + [
+        pytest.param("docker", action, id=f"docker-{action}", marks=pytest.mark.docker)
+        for action in DOCKER_SELF_TERMINATION
+    ],
+)
 def test_breaking_its_own_shell_is_an_agent_status_not_a_task_error(
     backend: str, action: str
 ) -> None:
     """The trainer leaves ``task_error`` out of the loss: an agent whose shell cannot come
     back after its own action must get the abort penalty, not an exit from the loss."""
+    skip_unless(backend)
     env = OSEnv([OPERATION_TASK], backend=backend, limits=SMALL_LIMITS, command_timeout=3.0)
     try:
         env.reset(options={"index": 0})
