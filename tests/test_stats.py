@@ -138,3 +138,15 @@ def test_mean_of_means_interval_degenerate_groups() -> None:
     assert (still.mean, still.low, still.high) == (0.5, 0.5, 0.5)
     with pytest.raises(ValueError, match="at least one non-empty group"):
         stats.mean_of_means_interval([[], []])
+
+
+def test_a_null_too_costly_to_enumerate_falls_back_promptly() -> None:
+    # 2**20 distinct sums from twenty distinct magnitudes, then a group of a thousand equal
+    # ones: enumerating it would combine a billion pairs. It is sampled instead.
+    import random
+
+    rng = random.Random(0)
+    differences = {"a": [rng.random() for _ in range(20)], "b": [1.0] * 1000}
+    result = stats.paired_permutation_test(differences, rounds=200, seed=0)
+    assert result.method.startswith("Monte Carlo, 200 sign flips")
+    assert result.p_value <= 2 / 201

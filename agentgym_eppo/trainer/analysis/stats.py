@@ -244,6 +244,11 @@ EXACT_STATES = 2_000_000
 """The most distinct values of the statistic that the exact sign-flip null may hold
 before :func:`paired_permutation_test` falls back to Monte Carlo."""
 
+EXACT_WORK = 20 * EXACT_STATES
+"""The most (value, count) pairs one convolution step of the exact null may combine:
+a long group of one magnitude after many distinct values would otherwise take minutes
+before the result's size could be checked."""
+
 
 def _sign_flip_null(groups: Sequence[Sequence[float]]) -> dict[float, float] | None:
     """The exact null distribution of the mean of group means under sign flips.
@@ -253,7 +258,8 @@ def _sign_flip_null(groups: Sequence[Sequence[float]]) -> dict[float, float] | N
     within a group add a binomial count, so the distribution is built by convolving one
     binomial per (group, magnitude): ``{value: probability}``, values rounded to 12
     decimals so that equal sums meet. ``None`` when it would hold more than
-    :data:`EXACT_STATES` values (then only sampling is affordable).
+    :data:`EXACT_STATES` values or a step would combine more than :data:`EXACT_WORK`
+    pairs (then only sampling is affordable).
 
     >>> null = _sign_flip_null([[1.0, 1.0]])
     >>> sorted(null.items())
@@ -267,6 +273,8 @@ def _sign_flip_null(groups: Sequence[Sequence[float]]) -> dict[float, float] | N
             if v:
                 magnitudes[abs(v)] = magnitudes.get(abs(v), 0) + 1
         for magnitude, count in magnitudes.items():
+            if len(null) * (count + 1) > EXACT_WORK:
+                return None
             step = magnitude * weight
             binomial = [
                 (step * (2 * k - count), math.comb(count, k) / 2**count) for k in range(count + 1)
