@@ -10,6 +10,7 @@ that run from its last RL checkpoint).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,41 @@ def test_a_second_start_skips_finished_runs_and_resumes_an_unfinished_one(
     assert kept.stat().st_mtime_ns == kept_mtime and kept.read_text() == kept_marker
     assert (interrupted / FINISHED).is_file()
     assert metrics_of(interrupted) == before
+
+
+def test_a_named_start_is_evaluated_once_and_the_report_rebuilds_from_the_exports(
+    comparison: Path, tmp_path: Path
+) -> None:
+    """A comparison from an existing checkpoint: the start gets the protocol's evaluation
+    once, finished runs' small files go to ``results_dir``, and the report is rebuilt
+    from those alone after the run folders are gone."""
+    first = load_compare_config(comparison)
+    raw = yaml.safe_load(comparison.read_text())
+    raw.update(
+        output_dir=str(tmp_path / "out"),
+        results_dir=str(tmp_path / "results"),
+        seeds=[0],
+        methods={"eppo": raw["methods"]["eppo"]},
+        parallel_runs=1,
+        sft={"checkpoint": str(first.sft_slot / "checkpoints" / "sft")},
+    )
+    path = tmp_path / "compare.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    run_compare(path)
+    config = load_compare_config(path)
+    start = tmp_path / "results" / "start"
+    assert sorted(p.name for p in start.glob("eval_*.json")) == ["eval_before_sft.json"]
+    exported = config.exported_slot("eppo", 0)
+    assert sorted(p.name for p in exported.iterdir()) == [
+        "config.yaml",
+        "diagnostics.md",
+        "eval_after_rl.json",
+        "metrics.jsonl",
+    ]
+    assert metrics_of(exported) == metrics_of(config.run_slot("eppo", 0))
+    before = json.loads((tmp_path / "results" / "report.json").read_text())
+    shutil.rmtree(tmp_path / "out")
+    run_compare(path, report_only=True)
+    assert json.loads((tmp_path / "results" / "report.json").read_text()) == before
+    assert [r["seed"] for r in before["methods"]["eppo"]] == [0]
+    assert before["start_success"] is not None

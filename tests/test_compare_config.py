@@ -35,18 +35,23 @@ def write_config(path: Path, **changes: object) -> Path:
     return path
 
 
-def test_the_shipped_cpu_comparison_plans_six_methods_over_three_seeds() -> None:
+def test_the_shipped_cpu_comparison_plans_the_papers_methods_headline_pair_first() -> None:
     config = load_compare_config(REPO / "configs" / "compare-cpu.yaml")
     assert list(config.methods) == [
         "grpo_tan",
         "eppo",
         "eppo_no_trend",
         "eppo_no_taskwise",
+        "dapo",
+        "dcpo",
+        "bapo",
         "rloo",
         "rloo_eppo",
     ]
     assert config.seeds == (0, 1, 2)
+    assert config.method_seeds("grpo_tan") == config.method_seeds("eppo") == (0, 1, 2, 3, 4)
     assert config.torch_threads == 1
+    assert config.overrides["rl.ppo_epochs"] == 8  # the pilot's chosen regime
     assert config.methods["eppo_no_taskwise"]["clip.eppo.taskwise"] is False
     assert config.methods["eppo_no_trend"]["clip.eppo.trend_constraint"] is False
     assert config.methods["grpo_tan"] == {
@@ -55,7 +60,29 @@ def test_the_shipped_cpu_comparison_plans_six_methods_over_three_seeds() -> None
         "clip.policy": "fixed",
     }
     assert config.methods["rloo_eppo"]["algorithm.advantage"] == "rloo"
-    assert len(planned_runs(config)) == 18
+    runs = planned_runs(config)
+    assert len(runs) == 2 * 5 + 7 * 3
+    assert runs[:10] == [(m, s) for s in range(5) for m in ("grpo_tan", "eppo")]
+    assert runs[10:17] == [(m, 0) for m in list(config.methods)[2:]]
+    assert config.exported_slot("eppo", 3) == REPO_RELATIVE_RESULTS / "eppo" / "seed3"
+
+
+REPO_RELATIVE_RESULTS = Path("benchmarks/results/compare-cpu/grid")
+
+
+def test_methods_can_have_their_own_seeds_and_the_headline_runs_first(tmp_path: Path) -> None:
+    config = load_compare_config(
+        write_config(
+            tmp_path / "c.yaml",
+            methods={"a": {}, "b": {}, "c": {}},
+            seeds_by_method={"c": [5, 6, 7]},
+            headline=["c", "b"],
+        )
+    )
+    assert planned_runs(config) == [
+        ("c", 5), ("b", 0), ("c", 6), ("b", 1), ("c", 7), ("a", 0), ("a", 1)
+    ]  # fmt: skip
+    assert config.report_dir == tmp_path / "out"
 
 
 def test_runs_are_planned_seed_by_seed(tmp_path: Path) -> None:
@@ -77,6 +104,10 @@ def test_runs_are_planned_seed_by_seed(tmp_path: Path) -> None:
         ({"sft": {"ckpt": "x"}}, r"'sft' takes 'checkpoint' and 'overrides'"),
         ({"torch_threads": 0}, r"'torch_threads' must be a positive integer, got 0"),
         ({"parallel_runs": "2"}, r"'parallel_runs' must be a positive integer, got '2'"),
+        ({"seeds_by_method": {"zz": [0]}}, r"'seeds_by_method' names \['zz'\], not among"),
+        ({"seeds_by_method": {"eppo": []}}, r"'seeds_by_method.eppo' must be a non-empty list"),
+        ({"headline": ["eppo", "ppo"]}, r"'headline' names \['ppo'\], not among the methods"),
+        ({"headline": "eppo"}, r"'headline' must be a list of method names"),
     ],
 )
 def test_bad_configs_are_refused_with_the_key_named(

@@ -2,15 +2,21 @@
 
 The comparison config (``configs/compare-cpu.yaml``) names a base training config, the
 seeds, and one set of ``key=value`` overrides per method. Every run starts RL from one
-shared SFT checkpoint (trained once here unless the config names one), so methods differ
-only in what they are meant to differ in. For each method and seed, in order:
+shared checkpoint (a named one such as the shipped base model, or an SFT checkpoint
+trained once here), so methods differ only in what they are meant to differ in. A named
+start is evaluated once with the protocol (``OUT/start``): the point every method starts
+from. For each method and seed, in order (the ``headline`` pair's seeds first, then the
+other methods seed by seed):
 
 1. skip the run if ``OUT/runs/<method>/seed<k>/finished.json`` exists (resumable: kill the
    process at any time and start it again);
 2. otherwise ``run_training(config)`` with ``seed=k``, ``output_dir=OUT/runs/<method>/seed<k>``
    and ``resume=true``, so an interrupted run continues from its last RL checkpoint
    (the trainer writes the run's own diagnostics and plots);
-3. rewrite ``OUT/report.md`` (so a partial comparison can be read at any time; the report
+3. copy the run's small files (config, metrics, evaluations, diagnostics) to
+   ``RESULTS/<method>/seed<k>/`` when the config names a ``results_dir``, so the report
+   can be rebuilt from the repository alone;
+4. rewrite the report (so a partial comparison can be read at any time; the report
    counts finished runs and says PARTIAL).
 
 With ``parallel_runs: N`` in the config, up to N runs train at once, each in its own
@@ -56,6 +62,10 @@ SFT_CHECKPOINT = "checkpoints/sft"
 """Where the trainer saves the SFT model inside its run directory."""
 FAILED = "failed.txt"
 LOCK = "compare.lock"
+START = "start"
+"""The folder (in ``output_dir`` and ``results_dir``) of the named start's evaluation."""
+EXPORTED = ("config.yaml", "metrics.jsonl", "diagnostics.md", "eval_*.json")
+"""What :func:`export_run` copies from a finished run to ``results_dir``."""
 _METHOD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -68,7 +78,11 @@ class CompareConfig:
     ``methods`` (name -> overrides of that method); ``sft`` with ``checkpoint`` (an existing
     SFT checkpoint, or null to train one here) and ``overrides`` (applied to that SFT run);
     ``torch_threads`` (default 1, so a background comparison leaves the machine usable);
-    ``parallel_runs`` (default 1: runs one after the other; N: up to N processes at once).
+    ``parallel_runs`` (default 1: runs one after the other; N: up to N processes at once);
+    ``seeds_by_method`` (method -> its own seeds, in place of ``seeds``); ``headline``
+    (the methods whose runs go first: the pair the comparison is mainly about);
+    ``results_dir`` (where finished runs' small files and the report go; default
+    ``output_dir``).
     """
 
     output_dir: Path
@@ -80,6 +94,22 @@ class CompareConfig:
     sft_overrides: dict[str, Any] = field(default_factory=dict)
     torch_threads: int = 1
     parallel_runs: int = 1
+    seeds_by_method: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    headline: tuple[str, ...] = ()
+    results_dir: Path | None = None
+
+    def method_seeds(self, method: str) -> tuple[int, ...]:
+        """The seeds ``method`` runs with."""
+        return self.seeds_by_method.get(method, self.seeds)
+
+    @property
+    def report_dir(self) -> Path:
+        """Where the report and the exported runs go."""
+        return self.results_dir if self.results_dir is not None else self.output_dir
+
+    def exported_slot(self, method: str, seed: int) -> Path:
+        """The folder of one finished run's exported files."""
+        return self.report_dir / method / f"seed{seed}"
 
     @property
     def runs_dir(self) -> Path:
@@ -104,6 +134,9 @@ _KEYS = {
     "sft",
     "torch_threads",
     "parallel_runs",
+    "seeds_by_method",
+    "headline",
+    "results_dir",
 }
 
 
@@ -121,11 +154,7 @@ def load_compare_config(path: str | Path) -> CompareConfig:
     for key in ("output_dir", "base_config", "seeds", "methods"):
         if key not in raw:
             raise ValueError(f"{source}: missing required key {key!r}")
-    seeds = raw["seeds"]
-    if not isinstance(seeds, list) or not seeds or not all(type(s) is int for s in seeds):
-        raise ValueError(f"{source}: 'seeds' must be a non-empty list of integers, got {seeds!r}")
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"{source}: 'seeds' repeats a seed: {seeds!r}")
+    seeds = _check_seeds(source, "seeds", raw["seeds"])
     methods = raw["methods"]
     if not isinstance(methods, dict) or not methods:
         raise ValueError(f"{source}: 'methods' must map method names to overrides")
@@ -133,6 +162,19 @@ def load_compare_config(path: str | Path) -> CompareConfig:
         if not isinstance(name, str) or not _METHOD_NAME.match(name):
             raise ValueError(f"{source}: method name {name!r} must be a plain folder name")
         _check_overrides(source, f"methods.{name}", overrides)
+    by_method = raw.get("seeds_by_method") or {}
+    if not isinstance(by_method, dict):
+        raise ValueError(f"{source}: 'seeds_by_method' must map method names to seed lists")
+    headline = raw.get("headline") or []
+    if not isinstance(headline, list):
+        raise ValueError(f"{source}: 'headline' must be a list of method names, got {headline!r}")
+    for where, names in (("seeds_by_method", list(by_method)), ("headline", headline)):
+        unknown_methods = [name for name in names if name not in methods]
+        if unknown_methods:
+            raise ValueError(
+                f"{source}: {where!r} names {unknown_methods}, not among the methods "
+                f"{sorted(methods)}"
+            )
     sft = raw.get("sft") or {}
     if not isinstance(sft, dict) or set(sft) - {"checkpoint", "overrides"}:
         raise ValueError(f"{source}: 'sft' takes 'checkpoint' and 'overrides', got {sft!r}")
@@ -154,7 +196,21 @@ def load_compare_config(path: str | Path) -> CompareConfig:
         sft_overrides=dict(sft.get("overrides") or {}),
         torch_threads=threads,
         parallel_runs=parallel,
+        seeds_by_method={
+            name: _check_seeds(source, f"seeds_by_method.{name}", value)
+            for name, value in by_method.items()
+        },
+        headline=tuple(headline),
+        results_dir=Path(raw["results_dir"]) if raw.get("results_dir") else None,
     )
+
+
+def _check_seeds(source: Path, where: str, seeds: Any) -> tuple[int, ...]:
+    if not isinstance(seeds, list) or not seeds or not all(type(s) is int for s in seeds):
+        raise ValueError(f"{source}: {where!r} must be a non-empty list of integers, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{source}: {where!r} repeats a seed: {seeds!r}")
+    return tuple(seeds)
 
 
 def _check_overrides(source: Path, where: str, overrides: Any) -> None:
@@ -165,8 +221,21 @@ def _check_overrides(source: Path, where: str, overrides: Any) -> None:
 
 
 def planned_runs(config: CompareConfig) -> list[tuple[str, int]]:
-    """Every (method, seed) in run order: seed by seed, so early results cover all methods."""
-    return [(method, seed) for seed in config.seeds for method in config.methods]
+    """Every (method, seed) in run order: the headline methods' runs first, then the
+    others seed by seed, so early results answer the main question and cover all methods.
+    """
+
+    def seed_by_seed(methods: Sequence[str]) -> list[tuple[str, int]]:
+        rounds = max((len(config.method_seeds(m)) for m in methods), default=0)
+        return [
+            (method, config.method_seeds(method)[k])
+            for k in range(rounds)
+            for method in methods
+            if k < len(config.method_seeds(method))
+        ]
+
+    rest = [method for method in config.methods if method not in config.headline]
+    return seed_by_seed(config.headline) + seed_by_seed(rest)
 
 
 def is_finished(config: CompareConfig, method: str, seed: int) -> bool:
@@ -196,15 +265,20 @@ def _train(base_config: Path, overrides: Mapping[str, Any]) -> Path:
 
 
 def ensure_sft_checkpoint(config: CompareConfig) -> Path:
-    """The shared SFT checkpoint: the configured one, or one trained once into ``OUT/sft``.
+    """The shared start checkpoint: the configured one (a folder or a named model, which
+    :func:`ensure_start_evaluated` evaluates once), or an SFT checkpoint trained once
+    into ``OUT/sft``.
 
     The SFT run stops before RL (``rl.steps=0``) and evaluates only ``after_sft``: that
     evaluation is the common starting point of every method, so the RL runs skip it.
     """
     if config.sft_checkpoint is not None:
-        if not config.sft_checkpoint.exists():
+        from .training.models import resolve_model_path
+
+        checkpoint = Path(resolve_model_path(config.sft_checkpoint))
+        if not checkpoint.exists():
             raise FileNotFoundError(f"sft.checkpoint {config.sft_checkpoint} does not exist")
-        return config.sft_checkpoint
+        return checkpoint
     slot = config.sft_slot
     marker = slot / FINISHED
     if marker.is_file():
@@ -227,8 +301,41 @@ def ensure_sft_checkpoint(config: CompareConfig) -> Path:
     return checkpoint
 
 
+def ensure_start_evaluated(config: CompareConfig, checkpoint: Path) -> None:
+    """Evaluate a configured start checkpoint once with the protocol (``before_sft`` of a
+    run that loads it and stops before RL) into ``OUT/start``; an SFT start trained here
+    was evaluated by its own run."""
+    if config.sft_checkpoint is None:
+        return
+    slot = config.output_dir / START
+    if (slot / FINISHED).is_file():
+        return
+    _clear(slot)
+    print(f"[compare] evaluating the start {checkpoint} into {slot}", flush=True)
+    overrides = {
+        **config.overrides,
+        "threads": config.torch_threads,
+        "output_dir": str(slot),
+        "model.path": str(checkpoint),
+        "sft.enabled": False,
+        "rl.steps": 0,
+        "eval.stages": ["before_sft"],
+    }
+    run_dir = _train(config.base_config, overrides)
+    export_run(run_dir, config.report_dir / START)
+    (slot / FINISHED).write_text(json.dumps({"run_dir": str(run_dir)}))
+
+
+def export_run(run_dir: Path, into: Path) -> None:
+    """Copy a finished run's small files (:data:`EXPORTED`: no checkpoints) to ``into``."""
+    into.mkdir(parents=True, exist_ok=True)
+    for pattern in EXPORTED:
+        for path in sorted(run_dir.glob(pattern)):
+            shutil.copy2(path, into / path.name)
+
+
 def _clear(slot: Path) -> None:
-    """Remove what an interrupted SFT run left (it cannot resume); only our own folder."""
+    """Remove what an interrupted SFT or start run left (it cannot resume); only our own folder."""
     if slot.exists():
         print(f"[compare] removing the unfinished SFT run in {slot}", flush=True)
         shutil.rmtree(slot)
@@ -256,6 +363,8 @@ def run_one(config: CompareConfig, method: str, seed: int, sft_checkpoint: Path)
     }
     started = time.monotonic()
     run_dir = _train(config.base_config, overrides)
+    if config.results_dir is not None:
+        export_run(run_dir, config.exported_slot(method, seed))
     (slot / FINISHED).write_text(
         json.dumps({"run_dir": str(run_dir), "seconds": round(time.monotonic() - started, 1)})
     )
@@ -292,7 +401,10 @@ def _alive(pid: int) -> bool:
 
 
 def _start_success(config: CompareConfig) -> dict[str, float] | None:
-    """Dev success of the shared SFT checkpoint, when the SFT run was made here."""
+    """Dev success of the shared start: its exported evaluation, or the SFT run made here."""
+    start = config.report_dir / START
+    if (start / "eval_before_sft.json").is_file():
+        return eval_success(read_evals(start)["before_sft"])
     marker = config.sft_slot / FINISHED
     if not marker.is_file():
         return None
@@ -300,20 +412,32 @@ def _start_success(config: CompareConfig) -> dict[str, float] | None:
     return eval_success(evals["after_sft"]) if "after_sft" in evals else None
 
 
+def _result_dir(config: CompareConfig, method: str, seed: int) -> Path | None:
+    """Where a finished run's files are read from: its export, else its run directory."""
+    exported = config.exported_slot(method, seed)
+    if config.results_dir is not None and (exported / "eval_after_rl.json").is_file():
+        return exported
+    if is_finished(config, method, seed):
+        return _finished_run_dir(config, method, seed)
+    return None
+
+
 def write_report(config: CompareConfig) -> Path:
-    """Rebuild ``OUT/report.md`` from every finished run (and list the failed ones)."""
+    """Rebuild the report from every finished run (and list the failed ones); with a
+    ``results_dir`` it needs only the exported files, so it rebuilds from a checkout."""
     results: dict[str, list[SeedResult]] = {method: [] for method in config.methods}
     failures: dict[str, str] = {}
     for method, seed in planned_runs(config):
         slot = config.run_slot(method, seed)
-        if is_finished(config, method, seed):
-            results[method].append(collect_seed(seed, _finished_run_dir(config, method, seed)))
+        found = _result_dir(config, method, seed)
+        if found is not None:
+            results[method].append(collect_seed(seed, found))
         elif (slot / FAILED).is_file():
             failures[f"{method}/seed{seed}"] = (slot / FAILED).read_text().strip().splitlines()[-1]
     for seeds in results.values():
         seeds.sort(key=lambda result: result.seed)
     return write_compare_report(
-        config.output_dir,
+        config.report_dir,
         results,
         planned_seeds=config.seeds,
         start_success=_start_success(config),
@@ -378,6 +502,7 @@ def run_compare(config_path: str | Path, *, report_only: bool = False) -> Path:
     torch.set_num_threads(config.torch_threads)
     with _lock(config.output_dir):
         sft_checkpoint = ensure_sft_checkpoint(config)
+        ensure_start_evaluated(config, sft_checkpoint)
         todo = [run for run in planned_runs(config) if not is_finished(config, *run)]
         print(f"[compare] {len(todo)} of {len(planned_runs(config))} runs to go", flush=True)
         report = write_report(config)
