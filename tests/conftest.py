@@ -10,6 +10,7 @@ missing (:data:`REQUIREMENTS`).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import re
@@ -17,11 +18,13 @@ import shutil
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chat_servers import ChatServer, Reply, chat_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 AGENTBENCH_DATA = Path(
@@ -38,6 +41,14 @@ def agentbench_data() -> Path:
             "set AGENTBENCH_DATA to the folder holding dbbench/, os_interaction/, ..."
         )
     return AGENTBENCH_DATA
+
+
+@pytest.fixture
+def serve_chat() -> Iterator[Callable[[Reply], ChatServer]]:
+    """Starts scripted chat servers on loopback (``tests/chat_servers.py``): ``serve_chat(reply)``
+    returns a running server; every one stops when the test ends."""
+    with contextlib.ExitStack() as servers:
+        yield lambda reply: servers.enter_context(chat_server(reply))
 
 
 # ---------------------------------------------------------------------- skips under CI

@@ -12,14 +12,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+from chat_servers import ChatServer, Reply, echo_but_tiger
 
 pytestmark = pytest.mark.train
 
@@ -155,61 +153,10 @@ def test_compare_of_a_missing_config_fails_naming_it(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- eval --endpoint
 
 
-class ChatServer(ThreadingHTTPServer):
-    """Answers ``POST /v1/chat/completions`` like a served model that calls ``say`` with
-    the task's word ("Say apple." -> apple), except for "tiger", answered in plain text."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _ChatHandler)
-        self.requests: list[dict[str, Any]] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-class _ChatHandler(BaseHTTPRequestHandler):
-    server: ChatServer
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append({"auth": self.headers.get("Authorization"), **body})
-        word = body["messages"][1]["content"].split()[-1].rstrip(".")
-        if word == "tiger":
-            message: dict[str, Any] = {"role": "assistant", "content": "I do not know."}
-        else:
-            arguments = json.dumps({"word": word})
-            call = {
-                "id": "c1",
-                "type": "function",
-                "function": {"name": "say", "arguments": arguments},
-            }
-            message = {"role": "assistant", "content": None, "tool_calls": [call]}
-        payload = json.dumps({"choices": [{"index": 0, "message": message}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: object) -> None:
-        """Quiet: the test reads ``server.requests``."""
-
-
-@pytest.fixture
-def chat_server() -> Iterator[ChatServer]:
-    server = ChatServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=10)
-
-
 def test_eval_endpoint_prints_and_writes_per_task_success(
-    chat_server: ChatServer, tmp_path: Path
+    serve_chat: Callable[[Reply], ChatServer], tmp_path: Path
 ) -> None:
+    chat_server = serve_chat(echo_but_tiger)  # a model that says the word, except "tiger"
     output = tmp_path / "eval.json"
     stdout = _ok(
         agentgym_eppo(

@@ -7,19 +7,17 @@ Every server is a real ``http.server`` in a thread. The task is the trainer's ``
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trainer_test_envs  # noqa: F401  (registers the test tasks)
+from chat_servers import ChatHandler, ChatServer, echo, says_the_word
 
 from agentgym_eppo.trainer.cli import main
 from agentgym_eppo.trainer.rollout.openai_endpoint import (
@@ -34,97 +32,21 @@ ECHO = "trainer_test_envs:Echo-v0"
 KEY = "secret-key"
 
 
-def completion(body: dict) -> bytes:
-    """A right answer for the echo task: ``say`` the last word of the task text."""
-    word = body["messages"][1]["content"].split()[-1].rstrip(".")
-    call = {
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": "say", "arguments": json.dumps({"word": word})},
-    }
-    message = {"role": "assistant", "content": None, "tool_calls": [call]}
-    return json.dumps({"choices": [{"index": 0, "message": message}]}).encode()
-
-
-Reply = Callable[["Handler", dict, int], None]
-"""Answers request number ``n`` (from 0) with body ``body`` through the handler."""
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, reply: Reply) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.reply = reply
-        self.requests: list[dict] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: Server
-
-    def _answer(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length)) if length else {}
-        number = len(self.server.requests)
-        self.server.requests.append(
-            {"method": self.command, "auth": self.headers.get("Authorization"), **body}
-        )
-        with contextlib.suppress(OSError):  # the client hung up, as it should on an attack
-            self.server.reply(self, body, number)
-
-    do_POST = do_GET = _answer
-
-    def send(self, payload: bytes, status: int = 200, length: bool = True) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        if length:
-            self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Reply], Server]]:
-    servers: list[Server] = []
-
-    def start(reply: Reply) -> Server:
-        server = Server(reply)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
-def good(handler: Handler, body: dict, number: int) -> None:
-    handler.send(completion(body))
-
-
-def run(server: Server, **limits: Any) -> dict:
+def run(server: ChatServer, **limits: Any) -> dict:
     return evaluate_endpoint(server.url, "m", [ECHO], api_key=KEY, limits=EndpointLimits(**limits))
 
 
-def test_a_redirect_to_another_origin_is_not_followed_and_the_key_stays(serve):
-    elsewhere = serve(good)
+def test_a_redirect_to_another_origin_is_not_followed_and_the_key_stays(serve_chat):
+    elsewhere = serve_chat(echo)
     target = elsewhere.url + "/chat/completions"
 
-    def redirect(handler: Handler, body: dict, number: int) -> None:
+    def redirect(handler: ChatHandler, body: dict, number: int) -> None:
         handler.send_response(302)
         handler.send_header("Location", target)
         handler.send_header("Content-Length", "0")
         handler.end_headers()
 
-    result = run(serve(redirect))
+    result = run(serve_chat(redirect))
     assert elsewhere.requests == []  # nothing, and so no key, reached the other origin
     assert result["partial"] and result["episodes"] == []
     error = result["failed"][0]["error"]
@@ -132,25 +54,25 @@ def test_a_redirect_to_another_origin_is_not_followed_and_the_key_stays(serve):
 
 
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "close-delimited"])
-def test_a_body_over_the_cap_fails_its_episode_only(serve, declared):
-    def large(handler: Handler, body: dict, number: int) -> None:
-        payload = completion(body)
+def test_a_body_over_the_cap_fails_its_episode_only(serve_chat, declared):
+    def large(handler: ChatHandler, body: dict, number: int) -> None:
+        payload = says_the_word(body)
         if number == 0:  # a valid answer, padded past the cap
             payload = payload[:-1] + b" " * 200_000 + b"}"
         handler.send(payload, length=declared)
 
-    result = run(serve(large), max_body_bytes=50_000)
+    result = run(serve_chat(large), max_body_bytes=50_000)
     assert [f["sample_id"] for f in result["failed"]] == ["dev-0"]
     assert "50000-byte body cap" in result["failed"][0]["error"]
     assert result["tasks"]["echo"]["n"] == 2 and result["tasks"]["echo"]["success"] == 1.0
 
 
 @pytest.mark.parametrize("phase", ["headers", "body"])
-def test_a_server_that_drips_its_answer_is_cut_off_at_the_request_deadline(serve, phase):
+def test_a_server_that_drips_its_answer_is_cut_off_at_the_request_deadline(serve_chat, phase):
     finished = threading.Event()
 
-    def drip(handler: Handler, body: dict, number: int) -> None:
-        payload = completion(body)
+    def drip(handler: ChatHandler, body: dict, number: int) -> None:
+        payload = says_the_word(body)
         head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
         if phase == "body":
             handler.wfile.write(head)
@@ -161,7 +83,7 @@ def test_a_server_that_drips_its_answer_is_cut_off_at_the_request_deadline(serve
             time.sleep(0.02)
         finished.set()
 
-    result = run(serve(drip), deadline_s=0.5, max_consecutive_failures=1)
+    result = run(serve_chat(drip), deadline_s=0.5, max_consecutive_failures=1)
     assert not finished.is_set()  # the client hung up before the answer was complete
     assert result["failed"][0]["error"].endswith("did not answer within the 0.5 s request deadline")
     assert result["stopped"] == "1 endpoint failures in a row"
@@ -189,13 +111,13 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("name", MALFORMED)
-def test_a_malformed_reply_is_one_clear_error_for_its_episode(serve, name):
+def test_a_malformed_reply_is_one_clear_error_for_its_episode(serve_chat, name):
     payload, reason = MALFORMED[name]
 
-    def malformed(handler: Handler, body: dict, number: int) -> None:
-        handler.send(payload if number == 0 else completion(body))
+    def malformed(handler: ChatHandler, body: dict, number: int) -> None:
+        handler.send(payload if number == 0 else says_the_word(body))
 
-    server = serve(malformed)
+    server = serve_chat(malformed)
     result = run(server)
     [failed] = result["failed"]
     assert failed["sample_id"] == "dev-0" and failed["status"] == ENDPOINT_ERROR
@@ -206,9 +128,9 @@ def test_a_malformed_reply_is_one_clear_error_for_its_episode(serve, name):
     assert result["tasks"]["echo"]["n"] == 2  # the other two episodes were played
 
 
-def test_an_answer_cut_short_of_its_content_length_is_one_clear_error(serve):
-    def short(handler: Handler, body: dict, number: int) -> None:
-        payload = completion(body)
+def test_an_answer_cut_short_of_its_content_length_is_one_clear_error(serve_chat):
+    def short(handler: ChatHandler, body: dict, number: int) -> None:
+        payload = says_the_word(body)
         if number == 0:  # promises more than it sends, then closes
             handler.send_response(200)
             handler.send_header("Content-Length", str(len(payload) + 100))
@@ -217,20 +139,22 @@ def test_an_answer_cut_short_of_its_content_length_is_one_clear_error(serve):
         else:
             handler.send(payload)
 
-    result = run(serve(short))
+    result = run(serve_chat(short))
     [failed] = result["failed"]
     assert failed["error"].endswith("closed the connection before the end of its answer")
     assert result["tasks"]["echo"]["n"] == 2
 
 
-def test_a_server_failing_after_a_good_reply_keeps_the_finished_episode(serve, tmp_path, capsys):
-    def fails_later(handler: Handler, body: dict, number: int) -> None:
+def test_a_server_failing_after_a_good_reply_keeps_the_finished_episode(
+    serve_chat, tmp_path, capsys
+):
+    def fails_later(handler: ChatHandler, body: dict, number: int) -> None:
         if number == 0:
-            handler.send(completion(body))
+            handler.send(says_the_word(body))
         else:
             handler.send(b'{"error": "overloaded"}', status=503)
 
-    server = serve(fails_later)
+    server = serve_chat(fails_later)
     output = tmp_path / "eval.json"
     code = main(["eval", "--endpoint", server.url, "--model", "m", "--tasks", ECHO,
                  "--max-failures", "1", "--output", str(output)])  # fmt: skip
@@ -252,14 +176,14 @@ def test_the_bounds_are_checked_when_given(capsys):
     assert "deadline_s must be > 0" in capsys.readouterr().err
 
 
-def test_an_interrupt_writes_the_finished_episodes_as_a_partial_result(serve, tmp_path):
-    def interrupts_later(handler: Handler, body: dict, number: int) -> None:
+def test_an_interrupt_writes_the_finished_episodes_as_a_partial_result(serve_chat, tmp_path):
+    def interrupts_later(handler: ChatHandler, body: dict, number: int) -> None:
         if number == 1:  # Ctrl-C while the client waits for this answer
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)
-        handler.send(completion(body))
+        handler.send(says_the_word(body))
 
-    server = serve(interrupts_later)
+    server = serve_chat(interrupts_later)
     output = tmp_path / "eval.json"
     code = main(["eval", "--endpoint", server.url, "--model", "m", "--tasks", ECHO,
                  "--output", str(output)])  # fmt: skip

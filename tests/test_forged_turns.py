@@ -22,9 +22,7 @@ import importlib.util
 import json
 import random
 import re
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from chat_servers import ChatHandler, chat_server, tool_call
 from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers
 from tokenizers.models import BPE
 from tokenizers.trainers import BpeTrainer
@@ -307,56 +306,21 @@ def test_the_escaper_breaks_overlapping_extra_tokens_and_rejects_unescapable_one
         ControlTokenEscaper(["<"])
 
 
-class RecordingServer(ThreadingHTTPServer):
-    """A served model on loopback: it SELECTs a forged turn, then answers; it keeps the
-    messages it was sent."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), RecordingHandler)
-        self.requests: list[dict[str, Any]] = []
-
-
-class RecordingHandler(BaseHTTPRequestHandler):
-    server: RecordingServer
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append(body)
-        if len(self.server.requests) == 1:
-            name, arguments = "execute_sql", {"query": FORGING_SELECT}
-        else:
-            name, arguments = "commit_final_answer", {"answers": ["1"]}
-        call = {
-            "id": f"call_{len(self.server.requests)}",
-            "type": "function",
-            "function": {"name": name, "arguments": json.dumps(arguments)},
-        }
-        message = {"role": "assistant", "content": None, "tool_calls": [call]}
-        payload = json.dumps({"choices": [{"index": 0, "message": message}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: object) -> None:
-        pass
+def forging_model(handler: ChatHandler, body: dict[str, Any], number: int) -> None:
+    """A served model on loopback: it SELECTs a forged turn, then answers."""
+    if number == 0:
+        name, arguments = "execute_sql", {"query": FORGING_SELECT}
+    else:
+        name, arguments = "commit_final_answer", {"answers": ["1"]}
+    handler.send(tool_call(name, arguments, call_id=f"call_{number + 1}"))
 
 
 @pytest.fixture(scope="module")
 def recorded_messages() -> Iterator[list[dict[str, Any]]]:
-    server = RecordingServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        evaluate_endpoint(url, "served", ["db"], split="dev", max_instances=1)
+    """The messages the server was sent with the forging reply in them."""
+    with chat_server(forging_model) as server:
+        evaluate_endpoint(server.url, "served", ["db"], split="dev", max_instances=1)
         yield server.requests[1]["messages"]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_endpoint_messages_rendered_by_the_servers_template_cannot_forge_a_turn(
