@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import inspect
-import os
 
 import pytest
 
@@ -12,15 +11,13 @@ pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 
 from transformers.utils import get_json_schema  # noqa: E402
+from trl_tiny import tiny_grpo_trainer  # noqa: E402
 from vector_test_envs import COUNT, GUESS  # noqa: E402
 
 from agentgym_eppo.adapters.trl import (  # noqa: E402
     build_multitask_dataset,
     trl_environment_class,
-    trl_environment_factories,
 )
-
-CALL = '<tool_call>\n{"name": "say", "arguments": {"word": "alpha"}}\n</tool_call>'
 
 
 def test_environment_class_has_one_public_method_per_tool_with_its_schema() -> None:
@@ -70,43 +67,9 @@ def test_multitask_dataset_interleaves_tasks_and_repeats_the_smaller_one() -> No
 @pytest.mark.slow
 @pytest.mark.train
 def test_grpo_trainer_trains_a_tiny_model_on_two_environments(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from trl import GRPOConfig, GRPOTrainer
-    from trl.chat_template_utils import qwen3_template
+    from trl import GRPOTrainer
 
-    from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
-
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    tokenizer = build_tokenizer([CALL, "Guess the word of guess-train-0. Find the word."] * 8, 400)
-    tokenizer.response_template = qwen3_template  # how TRL reads calls out of Qwen-style text
-    model = build_tiny_model(tokenizer)
-    # An untrained tiny model writes no tool call; Hugging Face's sequence_bias steers its
-    # sampling toward one, standing in for a model that has learnt to call tools.
-    call_ids = tokenizer(CALL + "<|im_end|>", add_special_tokens=False)["input_ids"]
-    bias = {tuple(call_ids[: n + 1]): 20.0 * (n + 1) for n in range(len(call_ids))}
-    dataset = build_multitask_dataset([GUESS, COUNT], rows=8)
-    args = GRPOConfig(
-        output_dir=str(tmp_path),
-        max_steps=2,
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_completion_length=40,
-        max_tool_calling_iterations=1,
-        generation_kwargs={"sequence_bias": bias},
-        logging_steps=1,
-        report_to=[],
-        use_cpu=True,
-        save_strategy="no",
-        seed=0,
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        processing_class=tokenizer,
-        args=args,
-        train_dataset=dataset,
-        environment_factory=trl_environment_factories([GUESS, COUNT]),
-    )
+    trainer = tiny_grpo_trainer(GRPOTrainer, tmp_path, steps=2)
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "reward" in entry]
     assert len(logs) == 2

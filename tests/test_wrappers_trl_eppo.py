@@ -4,7 +4,6 @@ each task clipped at the range its own entropy earns, and resumes its pacer exac
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 
+from trl_tiny import CALL, TASKS, tiny_grpo_trainer  # noqa: E402
 from vector_test_envs import COUNT, GUESS  # noqa: E402
 
 from agentgym_eppo.adapters.trl import (  # noqa: E402
@@ -22,48 +22,16 @@ from agentgym_eppo.adapters.trl import (  # noqa: E402
 from agentgym_eppo.adapters.trl_eppo import PACER_STATE_FILE, EPPOGRPOTrainer  # noqa: E402
 from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer  # noqa: E402
 
-CALL = '<tool_call>\n{"name": "say", "arguments": {"word": "alpha"}}\n</tool_call>'
-TASKS = [GUESS, COUNT]
-
 
 def make_trainer(output_dir: Path, steps: int, **config: Any) -> EPPOGRPOTrainer:
-    """The wiring of tests/test_wrappers_trl.py (a tiny model steered toward one tool
-    call), with EPPO; the same seed gives the same model, data and sampling."""
-    from trl import GRPOConfig
-    from trl.chat_template_utils import qwen3_template
-
-    from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
-
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    tokenizer = build_tokenizer([CALL, "Guess the word of guess-train-0. Find the word."] * 8, 400)
-    tokenizer.response_template = qwen3_template
-    model = build_tiny_model(tokenizer)
-    call_ids = tokenizer(CALL + "<|im_end|>", add_special_tokens=False)["input_ids"]
-    bias = {tuple(call_ids[: n + 1]): 20.0 * (n + 1) for n in range(len(call_ids))}
-    args = GRPOConfig(
-        output_dir=str(output_dir),
-        max_steps=steps,
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_completion_length=40,
-        max_tool_calling_iterations=1,
-        generation_kwargs={"sequence_bias": bias},
-        logging_steps=1,
-        report_to=[],
-        use_cpu=True,
-        seed=0,
+    """The tiny trainer of tests/trl_tiny.py, with EPPO."""
+    return tiny_grpo_trainer(
+        EPPOGRPOTrainer,
+        output_dir,
+        steps,
         shuffle_dataset=False,  # each step's two prompts: one per task
         gradient_checkpointing=False,
-        **({"save_strategy": "no"} | config),
-    )
-    return EPPOGRPOTrainer(
-        model=model,
-        processing_class=tokenizer,
-        args=args,
-        train_dataset=build_multitask_dataset(TASKS, rows=4 * steps),
-        environment_factory=trl_environment_factories(TASKS),
+        **config,
     )
 
 
