@@ -148,8 +148,9 @@ def test_a_named_start_is_evaluated_once_and_the_report_rebuilds_from_the_export
     comparison: Path, tmp_path: Path
 ) -> None:
     """A comparison from an existing checkpoint: the start gets the protocol's evaluation
-    once, finished runs' small files go to ``results_dir``, and the report is rebuilt
-    from those alone after the run folders are gone."""
+    once, finished runs' small files go to ``results_dir``, the headline run's final
+    checkpoint is evaluated on the confirmation split, and the report is rebuilt from
+    the exported files alone after the run folders are gone."""
     first = load_compare_config(comparison)
     raw = yaml.safe_load(comparison.read_text())
     raw.update(
@@ -157,6 +158,8 @@ def test_a_named_start_is_evaluated_once_and_the_report_rebuilds_from_the_export
         results_dir=str(tmp_path / "results"),
         seeds=[0],
         methods={"eppo": raw["methods"]["eppo"]},
+        headline=["eppo"],
+        confirm_split="test",
         parallel_runs=1,
         sft={"checkpoint": str(first.sft_slot / "checkpoints" / "sft")},
     )
@@ -169,10 +172,16 @@ def test_a_named_start_is_evaluated_once_and_the_report_rebuilds_from_the_export
     exported = config.exported_slot("eppo", 0)
     assert sorted(p.name for p in exported.iterdir()) == [
         "config.yaml",
+        "confirm-test",
         "diagnostics.md",
         "eval_after_rl.json",
         "metrics.jsonl",
     ]
+    confirmed = json.loads((exported / "confirm-test" / "eval_before_sft.json").read_text())
+    assert confirmed["split"] == "test"
+    evaluated = yaml.safe_load((exported / "confirm-test" / "config.yaml").read_text())
+    final = config.run_slot("eppo", 0) / "checkpoints" / "step_2"
+    assert evaluated["model"]["path"] == str(final)
     assert metrics_of(exported) == metrics_of(config.run_slot("eppo", 0))
     before = json.loads((tmp_path / "results" / "report.json").read_text())
     shutil.rmtree(tmp_path / "out")

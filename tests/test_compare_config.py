@@ -64,6 +64,7 @@ def test_the_shipped_cpu_comparison_plans_the_papers_methods_headline_pair_first
     assert len(runs) == 2 * 5 + 7 * 3
     assert runs[:10] == [(m, s) for s in range(5) for m in ("grpo_tan", "eppo")]
     assert runs[10:17] == [(m, 0) for m in list(config.methods)[2:]]
+    assert config.confirm_split == "test"
     assert config.exported_slot("eppo", 3) == REPO_RELATIVE_RESULTS / "eppo" / "seed3"
 
 
@@ -108,6 +109,8 @@ def test_runs_are_planned_seed_by_seed(tmp_path: Path) -> None:
         ({"seeds_by_method": {"eppo": []}}, r"'seeds_by_method.eppo' must be a non-empty list"),
         ({"headline": ["eppo", "ppo"]}, r"'headline' names \['ppo'\], not among the methods"),
         ({"headline": "eppo"}, r"'headline' must be a list of method names"),
+        ({"confirm_split": "tset", "headline": ["eppo"]}, r"'confirm_split' must be one of"),
+        ({"confirm_split": "test"}, r"'confirm_split' confirms the headline runs"),
     ],
 )
 def test_bad_configs_are_refused_with_the_key_named(

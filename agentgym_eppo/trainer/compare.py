@@ -19,6 +19,11 @@ other methods seed by seed):
 4. rewrite the report (so a partial comparison can be read at any time; the report
    counts finished runs and says PARTIAL).
 
+Last, with ``confirm_split``, each headline run's final checkpoint is evaluated once on
+that split with the same protocol (``RESULTS/<method>/seed<k>/confirm-<split>/``);
+``--confirm-only`` does just that for the headline runs finished so far, beside a
+comparison still training.
+
 With ``parallel_runs: N`` in the config, up to N runs train at once, each in its own
 process (``torch_threads`` threads each): on a 2-core machine two one-thread runs finish
 the comparison in about half the time of one after the other.
@@ -50,18 +55,21 @@ from typing import Any
 
 import yaml
 
+from agentgym_eppo.core.tasks import SPLITS
 from agentgym_eppo.trainer.analysis.compare_report import (
     SeedResult,
     collect_seed,
     write_compare_report,
 )
 from agentgym_eppo.trainer.analysis.run_dir import eval_success, read_evals
+from agentgym_eppo.trainer.checkpoint import latest_checkpoint
 
 FINISHED = "finished.json"
 SFT_CHECKPOINT = "checkpoints/sft"
 """Where the trainer saves the SFT model inside its run directory."""
 FAILED = "failed.txt"
 LOCK = "compare.lock"
+CONFIRM_LOCK = "confirm.lock"
 START = "start"
 """The folder (in ``output_dir`` and ``results_dir``) of the named start's evaluation."""
 EXPORTED = ("config.yaml", "metrics.jsonl", "diagnostics.md", "eval_*.json")
@@ -82,7 +90,8 @@ class CompareConfig:
     ``seeds_by_method`` (method -> its own seeds, in place of ``seeds``); ``headline``
     (the methods whose runs go first: the pair the comparison is mainly about);
     ``results_dir`` (where finished runs' small files and the report go; default
-    ``output_dir``).
+    ``output_dir``); ``confirm_split`` (a split, e.g. ``test``, on which each headline
+    run's final checkpoint is evaluated once with the same protocol, after training).
     """
 
     output_dir: Path
@@ -97,6 +106,7 @@ class CompareConfig:
     seeds_by_method: dict[str, tuple[int, ...]] = field(default_factory=dict)
     headline: tuple[str, ...] = ()
     results_dir: Path | None = None
+    confirm_split: str | None = None
 
     def method_seeds(self, method: str) -> tuple[int, ...]:
         """The seeds ``method`` runs with."""
@@ -137,6 +147,7 @@ _KEYS = {
     "seeds_by_method",
     "headline",
     "results_dir",
+    "confirm_split",
 }
 
 
@@ -202,7 +213,18 @@ def load_compare_config(path: str | Path) -> CompareConfig:
         },
         headline=tuple(headline),
         results_dir=Path(raw["results_dir"]) if raw.get("results_dir") else None,
+        confirm_split=_check_confirm_split(source, raw.get("confirm_split"), headline),
     )
+
+
+def _check_confirm_split(source: Path, split: Any, headline: Sequence[str]) -> str | None:
+    if split is None:
+        return None
+    if split not in SPLITS:
+        raise ValueError(f"{source}: 'confirm_split' must be one of {list(SPLITS)}, got {split!r}")
+    if not headline:
+        raise ValueError(f"{source}: 'confirm_split' confirms the headline runs: name 'headline'")
+    return str(split)
 
 
 def _check_seeds(source: Path, where: str, seeds: Any) -> tuple[int, ...]:
@@ -302,16 +324,22 @@ def ensure_sft_checkpoint(config: CompareConfig) -> Path:
 
 
 def ensure_start_evaluated(config: CompareConfig, checkpoint: Path) -> None:
-    """Evaluate a configured start checkpoint once with the protocol (``before_sft`` of a
-    run that loads it and stops before RL) into ``OUT/start``; an SFT start trained here
-    was evaluated by its own run."""
-    if config.sft_checkpoint is None:
-        return
-    slot = config.output_dir / START
+    """Evaluate a configured start checkpoint once with the protocol into ``OUT/start``
+    (exported to ``RESULTS/start``); an SFT start trained here was evaluated by its own run."""
+    if config.sft_checkpoint is not None:
+        _evaluate_once(config, checkpoint, config.output_dir / START, config.report_dir / START)
+
+
+def _evaluate_once(
+    config: CompareConfig, checkpoint: Path, slot: Path, export_to: Path, split: str | None = None
+) -> None:
+    """The protocol's evaluation of ``checkpoint`` (``before_sft`` of a run that loads it
+    and stops before RL, so every setting of the comparison applies), once: into ``slot``,
+    its files copied to ``export_to``; ``split`` in place of the protocol's own."""
     if (slot / FINISHED).is_file():
         return
     _clear(slot)
-    print(f"[compare] evaluating the start {checkpoint} into {slot}", flush=True)
+    print(f"[compare] evaluating {checkpoint} into {slot}", flush=True)
     overrides = {
         **config.overrides,
         "threads": config.torch_threads,
@@ -320,10 +348,47 @@ def ensure_start_evaluated(config: CompareConfig, checkpoint: Path) -> None:
         "sft.enabled": False,
         "rl.steps": 0,
         "eval.stages": ["before_sft"],
+        **({"eval.split": split} if split else {}),
     }
     run_dir = _train(config.base_config, overrides)
-    export_run(run_dir, config.report_dir / START)
+    export_run(run_dir, export_to)
     (slot / FINISHED).write_text(json.dumps({"run_dir": str(run_dir)}))
+
+
+def confirm_slot(config: CompareConfig, method: str, seed: int) -> Path:
+    """The folder of one headline run's evaluation on ``confirm_split``."""
+    return config.output_dir / f"confirm-{config.confirm_split}" / method / f"seed{seed}"
+
+
+def confirmed_dir(config: CompareConfig, method: str, seed: int) -> Path:
+    """Where that evaluation's files are exported (beside the run's own)."""
+    return config.exported_slot(method, seed) / f"confirm-{config.confirm_split}"
+
+
+def confirm_headline(config: CompareConfig) -> list[tuple[str, int]]:
+    """Evaluate every finished headline run's final checkpoint on ``confirm_split``, once
+    each (resumable like the runs); return the runs still waiting for their training.
+
+    It writes only its own folders, so it may run beside a comparison still training
+    (``--confirm-only``): the runs not finished yet are left for a later start."""
+    waiting = []
+    for method, seed in planned_runs(config):
+        if method not in config.headline or config.confirm_split is None:
+            continue
+        if not is_finished(config, method, seed):
+            waiting.append((method, seed))
+            continue
+        resume = latest_checkpoint(_finished_run_dir(config, method, seed) / "checkpoints")
+        if resume is None:
+            raise FileNotFoundError(f"{method}/seed{seed}: the finished run left no checkpoint")
+        _evaluate_once(
+            config,
+            resume.directory,
+            confirm_slot(config, method, seed),
+            confirmed_dir(config, method, seed),
+            split=config.confirm_split,
+        )
+    return waiting
 
 
 def export_run(run_dir: Path, into: Path) -> None:
@@ -335,7 +400,8 @@ def export_run(run_dir: Path, into: Path) -> None:
 
 
 def _clear(slot: Path) -> None:
-    """Remove what an interrupted SFT or start run left (it cannot resume); only our own folder."""
+    """Remove what an interrupted SFT run or evaluation left (neither resumes); only our
+    own folder."""
     if slot.exists():
         print(f"[compare] removing the unfinished SFT run in {slot}", flush=True)
         shutil.rmtree(slot)
@@ -372,10 +438,10 @@ def run_one(config: CompareConfig, method: str, seed: int, sft_checkpoint: Path)
 
 
 @contextmanager
-def _lock(output_dir: Path) -> Iterator[None]:
-    """Hold ``OUT/compare.lock`` (our PID); refuse when a live process holds it."""
+def _lock(output_dir: Path, name: str = LOCK) -> Iterator[None]:
+    """Hold ``OUT/<name>`` (our PID); refuse when a live process holds it."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    lock = output_dir / LOCK
+    lock = output_dir / name
     if lock.is_file():
         holder = int(lock.read_text().strip() or 0)
         if holder and _alive(holder):
@@ -488,11 +554,15 @@ def _run_in_processes(
             write_report(config)
 
 
-def run_compare(config_path: str | Path, *, report_only: bool = False) -> Path:
-    """Run every unfinished (method, seed) of the comparison and write its report.
+def run_compare(
+    config_path: str | Path, *, report_only: bool = False, confirm_only: bool = False
+) -> Path:
+    """Run every unfinished (method, seed) of the comparison, then the headline runs'
+    evaluations on ``confirm_split``, and write the report.
 
-    Returns ``OUT/report.md``. With ``report_only`` nothing is trained: the report is
-    rebuilt from the runs finished so far.
+    Returns the report's path. With ``report_only`` nothing is trained: the report is
+    rebuilt from the runs finished so far. With ``confirm_only`` only the confirmations
+    of the headline runs finished so far run (beside a comparison still training).
     """
     config = load_compare_config(config_path)
     if report_only:
@@ -500,6 +570,11 @@ def run_compare(config_path: str | Path, *, report_only: bool = False) -> Path:
     import torch
 
     torch.set_num_threads(config.torch_threads)
+    if confirm_only:
+        with _lock(config.output_dir, CONFIRM_LOCK):
+            waiting = confirm_headline(config)
+        print(f"[compare] confirmations done; {len(waiting)} headline runs still training")
+        return config.report_dir / "report.md"
     with _lock(config.output_dir):
         sft_checkpoint = ensure_sft_checkpoint(config)
         ensure_start_evaluated(config, sft_checkpoint)
@@ -512,6 +587,9 @@ def run_compare(config_path: str | Path, *, report_only: bool = False) -> Path:
                 report = write_report(config)
         else:
             _run_in_processes(config, todo, sft_checkpoint)
+        with _lock(config.output_dir, CONFIRM_LOCK):
+            confirm_headline(config)
+        report = write_report(config)
     return report
 
 
@@ -523,8 +601,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--report-only", action="store_true", help="rebuild the report from finished runs only"
     )
+    parser.add_argument(
+        "--confirm-only",
+        action="store_true",
+        help="only evaluate the finished headline runs on confirm_split (beside a running grid)",
+    )
     args = parser.parse_args(argv)
-    print(run_compare(args.config, report_only=args.report_only))
+    print(run_compare(args.config, report_only=args.report_only, confirm_only=args.confirm_only))
     return 0
 
 
