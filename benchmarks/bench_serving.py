@@ -43,18 +43,9 @@ from openenv.core.generic_client import GenericEnvClient
 
 import agentgym_eppo  # noqa: F401
 from agentgym_eppo.serving.process import ServerProcess
+from benchmarks.holdings import Holdings, count_holdings, episode_databases, private_environment
 from benchmarks.machine import cpu_model
-from benchmarks.soak import (
-    ALL_TASKS,
-    MARIADB_URL,
-    SoakPolicy,
-    _cgroups_of,
-    _own_mounts,
-    _sandbox_count,
-    episode_databases,
-    marked_processes,
-    private_environment,
-)
+from benchmarks.soak import ALL_TASKS, MARIADB_URL, SoakPolicy
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serving.md"
 CLIENTS = 8
@@ -69,36 +60,17 @@ RSS_EVERY = 20
 
 
 @dataclass(frozen=True)
-class Footprint:
+class Footprint(Holdings):
     """What one server process holds (counted by owner, not system-wide)."""
 
-    processes: int
-    sandboxes: int
-    mounts: int
-    cgroups: int
-    temp_entries: int
-    fds: int
     threads: int
     databases: int
-
-    def minus(self, other: Footprint) -> dict[str, int]:
-        return {key: value - getattr(other, key) for key, value in vars(self).items()}
 
 
 def footprint(
     server: psutil.Process, marker: str, temp_dir: Path, db_url: str | None, since: float
 ) -> Footprint:
-    children = [p for p in marked_processes(marker) if p.pid != server.pid]
-    return Footprint(
-        processes=len(children),
-        sandboxes=_sandbox_count(children),
-        mounts=_own_mounts(),
-        cgroups=_cgroups_of({server.pid}),
-        temp_entries=sum(1 for _ in temp_dir.rglob("*")),
-        fds=server.num_fds(),
-        threads=server.num_threads(),
-        databases=episode_databases(db_url, since)[0],
-    )
+    return Footprint.of(count_holdings(server, marker, temp_dir, {server.pid}, db_url, since))
 
 
 @dataclass

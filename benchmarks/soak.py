@@ -11,7 +11,8 @@ answer judging and table hashing run too) and the rest with schema-valid calls o
 random tool whose arguments are drawn from the task's vocabulary and the current
 observation; on every turn an action is garbage (malformed JSON, unknown tools, wrong
 types, huge or control-character strings, several calls) with probability
-``garbage_rate``. Everything that can be leaked is counted by what owns it: processes
+``garbage_rate``. Everything that can be leaked is counted by what owns it
+(``benchmarks/holdings.py``): processes
 by an environment marker that every child inherits, temp files in a private
 ``TMPDIR``, cgroups by the owning worker pids, MariaDB databases by the soak's window.
 ``benchmarks/bench_reliability.py`` runs the long soak; ``tests/test_reliability_soak.py``
@@ -25,10 +26,9 @@ import json
 import os
 import random
 import re
-import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -37,13 +37,11 @@ from typing import Any
 import psutil
 
 from agentgym_eppo.core import Status
-from agentgym_eppo.environments.os.cgroups import CGROUP_ROOT, GROUP_PREFIX
 from agentgym_eppo.vector import EXPERT_ACTION, MultiTaskVectorEnv, StepOutcome
+from benchmarks.holdings import Holdings, count_holdings, marked_processes, private_environment
 
 ALL_TASKS = ("os", "db", "kg", "alfworld", "webshop")
-MARKER_VARIABLE = "AGENTGYM_SOAK_MARKER"
 MARIADB_URL = os.environ.get("AGENTGYM_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
-EPISODE_DB_PREFIX = "agentgym_ep_"
 
 TASK_PHRASES: dict[str, tuple[str, ...]] = {
     "os": (
@@ -180,113 +178,18 @@ def _is_answer_tool(tool: Mapping[str, Any]) -> bool:
 
 
 @dataclass(frozen=True)
-class ResourceSnapshot:
+class ResourceSnapshot(Holdings):
     """What the soak's processes hold at one moment (counted by owner, not system-wide)."""
 
-    processes: int
-    sandboxes: int
-    mounts: int
-    cgroups: int
-    temp_entries: int
-    fds: int
     databases: int
     db_users: int
-
-    def minus(self, other: ResourceSnapshot) -> dict[str, int]:
-        return {key: value - getattr(other, key) for key, value in vars(self).items()}
-
-
-RESOURCE_TRACKER = "multiprocessing.resource_tracker"
-"""multiprocessing's helper process: one per parent process, started with the first
-worker and ended when the parent exits; not an episode's resource."""
-
-
-def marked_processes(marker: str, *, trackers: bool = False) -> list[psutil.Process]:
-    """Every live process whose environment carries ``MARKER_VARIABLE=marker``, except us
-    (children inherit it, daemonised or not) and, unless ``trackers``, multiprocessing's
-    resource tracker."""
-    found = []
-    needle = f"{MARKER_VARIABLE}={marker}".encode()
-    for process in psutil.process_iter(["pid"]):
-        if process.pid == os.getpid():
-            continue
-        with contextlib.suppress(OSError, psutil.Error):
-            environ = Path(f"/proc/{process.pid}/environ").read_bytes()
-            if needle not in environ.split(b"\0") or process.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if not trackers and RESOURCE_TRACKER in " ".join(process.cmdline()):
-                continue
-            found.append(process)
-    return found
-
-
-def _sandbox_count(processes: Sequence[psutil.Process]) -> int:
-    count = 0
-    for process in processes:
-        with contextlib.suppress(psutil.Error):
-            if process.name() == "bwrap":
-                count += 1
-    return count
-
-
-def _cgroups_of(owner_pids: set[int]) -> int:
-    count = 0
-    for path in CGROUP_ROOT.rglob(f"{GROUP_PREFIX}*"):
-        owner = path.name[len(GROUP_PREFIX) :].split("-", 1)[0]
-        if owner.isdigit() and int(owner) in owner_pids:
-            count += 1
-    return count
-
-
-def _own_mounts() -> int:
-    """Mount points in this process's namespace that an episode could have left (the OS
-    sandbox's tmpfs and overlays are named ``agentgym``; Docker's own overlays, which
-    other users of the machine start, are not counted)."""
-    text = Path("/proc/self/mountinfo").read_text()
-    return sum(
-        1
-        for line in text.splitlines()
-        if "agentgym" in line or (" overlay " in line and "/var/lib/docker/" not in line)
-    )
-
-
-def episode_databases(url: str | None, since: float) -> tuple[int, int]:
-    """MariaDB databases and users named like an episode's, created at or after ``since``
-    (the name carries its creation time), or (0, 0) with no server URL."""
-    if url is None:
-        return 0, 0
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as connection:
-            names = [row[0] for row in connection.exec_driver_sql("SHOW DATABASES")]
-            users = [row[0] for row in connection.exec_driver_sql("SELECT User FROM mysql.user")]
-    finally:
-        engine.dispose()
-
-    def ours(name: str) -> bool:
-        match = re.match(rf"^{EPISODE_DB_PREFIX}(\d+)_", name)
-        return match is not None and int(match.group(1)) >= int(since)
-
-    return sum(map(ours, names)), sum(map(ours, users))
 
 
 def snapshot(
     marker: str, temp_dir: Path, owner_pids: set[int], db_url: str | None, since: float
 ) -> ResourceSnapshot:
-    processes = marked_processes(marker)
-    databases, users = episode_databases(db_url, since)
-    return ResourceSnapshot(
-        processes=len(processes),
-        sandboxes=_sandbox_count(processes),
-        mounts=_own_mounts(),
-        cgroups=_cgroups_of(owner_pids),
-        temp_entries=sum(1 for _ in temp_dir.rglob("*")),
-        fds=len(os.listdir("/proc/self/fd")),
-        databases=databases,
-        db_users=users,
-    )
+    counts = count_holdings(psutil.Process(), marker, temp_dir, owner_pids, db_url, since)
+    return ResourceSnapshot.of(counts)
 
 
 def rss_by_owner(venv: MultiTaskVectorEnv) -> dict[str, int]:
@@ -298,25 +201,6 @@ def rss_by_owner(venv: MultiTaskVectorEnv) -> dict[str, int]:
         with contextlib.suppress(psutil.Error):
             owners[task] = owners.get(task, 0) + psutil.Process(pid).memory_info().rss
     return owners
-
-
-@contextlib.contextmanager
-def private_environment(marker: str) -> Iterator[Path]:
-    """A private ``TMPDIR`` and the process marker, for this process and its children."""
-    saved = {key: os.environ.get(key) for key in ("TMPDIR", MARKER_VARIABLE)}
-    with tempfile.TemporaryDirectory(prefix="agentgym-soak-") as folder:
-        os.environ["TMPDIR"] = folder
-        os.environ[MARKER_VARIABLE] = marker
-        tempfile.tempdir = None
-        try:
-            yield Path(folder)
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-            tempfile.tempdir = None
 
 
 # ---------------------------------------------------------------------- the run

@@ -12,7 +12,8 @@ import pytest
 from db_servers import MARIADB_URL, server_url
 
 from agentgym_eppo.core import Status
-from benchmarks.soak import ALL_TASKS, RESOURCE_TRACKER, run_soak
+from benchmarks.holdings import RESOURCE_TRACKER
+from benchmarks.soak import ALL_TASKS, run_soak
 
 EPISODES = 300
 
