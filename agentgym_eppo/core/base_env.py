@@ -316,12 +316,7 @@ class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
         return parse_function_call(action, self.tools)
 
     def _base_info(self) -> dict[str, Any]:
-        return {
-            "task_id": self.task_id,
-            "sample_id": self.record.sample_id,
-            "turn": self._turn,
-            "status": self._status.value,
-        }
+        return step_info(self.task_id, self.record.sample_id, self._turn, self._status)
 
     def _continue(self, observation: str, extra: dict[str, Any]) -> StepResult:
         if self._turn >= self.max_turns:
@@ -349,10 +344,7 @@ class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
         self._status = status
         self._finish_episode()
         self._transcript.append(observation)
-        info = self._base_info()
-        info.update(extra or {})
-        info["success"] = False
-        info["score"] = 0.0
+        info = abnormal_end_info(self.task_id, self.record.sample_id, self._turn, status, extra)
         truncated = status is Status.TASK_LIMIT_REACHED
         return observation, self.abort_penalty, not truncated, truncated, info
 
@@ -363,6 +355,36 @@ class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
             self._end_episode()
         except Exception:  # cleanup must never turn an episode end into a crash
             logger.exception("%s: releasing the episode's resources failed", self.task_id)
+
+
+def step_info(task_id: str, sample_id: str | None, turn: int, status: Status) -> dict[str, Any]:
+    """The keys every step's and reset's ``info`` starts with.
+
+    >>> step_info("kg", "kg-7", 2, Status.RUNNING)
+    {'task_id': 'kg', 'sample_id': 'kg-7', 'turn': 2, 'status': 'running'}
+    """
+    return {"task_id": task_id, "sample_id": sample_id, "turn": turn, "status": status.value}
+
+
+def abnormal_end_info(
+    task_id: str,
+    sample_id: str | None,
+    turn: int,
+    status: Status,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``info`` of an episode that ended without completing: :func:`step_info`, then
+    ``extra``, then ``success`` False and ``score`` 0.0 over whatever ``extra`` said.
+
+    >>> abnormal_end_info("kg", "kg-7", 3, Status.TASK_ERROR, {"error": "lost"})
+    {'task_id': 'kg', 'sample_id': 'kg-7', 'turn': 3, 'status': 'task_error', 'error': 'lost', 'success': False, 'score': 0.0}
+    """
+    return {
+        **step_info(task_id, sample_id, turn, status),
+        **(extra or {}),
+        "success": False,
+        "score": 0.0,
+    }
 
 
 RESET_OPTIONS = ("split", "index", "sample_id")
