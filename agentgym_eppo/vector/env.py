@@ -28,14 +28,14 @@ task's own limits) ends its slot's episode the same way, with
 ``info["error"]`` naming the deadline: its worker is killed and replaced, and the
 other workers' slots go on. The serial back-end runs each step inside the caller's
 own process, so there the deadline cannot apply.
+
+Both are the work of the env's dispatcher (:mod:`agentgym_eppo.vector.dispatch`).
 """
 
 from __future__ import annotations
 
-import itertools
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,11 +44,12 @@ from gymnasium.vector.utils import batch_space
 
 from agentgym_eppo.core import Status, UnicodeText
 
-from .host import Reply, Request, SubEnvSpec
+from .dispatch import Dispatcher, Slot
+from .host import Request, SubEnvSpec
 from .layout import SlotsSpec, slot_specs
 from .outcome import StepOutcome
 from .sampling import InstanceStream
-from .workers import WorkerError, WorkerLost, WorkerPool, make_pool
+from .workers import WorkerPool, make_pool
 
 DEFAULT_STEP_TIMEOUT = 600.0
 """Seconds a slot's step may take before its worker is replaced: generous, since an OS
@@ -60,24 +61,6 @@ already stops itself well before."""
 class _Draw:
     index: int
     key: str
-
-
-@dataclass
-class _Slot:
-    """What the vector env knows about one slot between calls."""
-
-    index: int
-    task_id: str
-    group: int
-    abort_penalty: float
-    running: bool = False
-    episodes: int = 0
-    sample_id: str | None = None
-    group_key: str | None = None
-    turn: int = 0
-    observation: str = ""
-    trajectory: list[dict[str, Any]] = field(default_factory=list)
-    lost_reason: str | None = None
 
 
 class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
@@ -149,14 +132,13 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.closed = False
-        self._request_ids = itertools.count(1)
         self._pool: WorkerPool = make_pool(
             backend, self.specs, envs_per_worker, **dict(backend_options or {})
         )
         self._pool.start()
         descriptions = self._pool.descriptions
         self._slots = [
-            _Slot(
+            Slot(
                 i,
                 descriptions[i]["task_id"],
                 i // self.group_size,
@@ -178,14 +160,9 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
                         f"{count} instances in different slots; give its slots one task set"
                     )
                 )
-        self._in_flight: dict[int, tuple[Request, Any]] = {}
-        """Submitted steps and aborts by request id: the request and the action."""
-        self._deadlines: dict[int, float] = {}
-        """When each submitted step or abort (by request id) must have been answered."""
-        self._overdue: dict[int, str] = {}
-        """Workers stopped for an overdue request: the reason their loss will carry."""
-        self._ready: dict[int, StepOutcome] = {}
-        """Finished steps by slot, not yet handed to the caller."""
+        self._dispatcher = Dispatcher(
+            self._pool, self._slots, [spec.name for spec in self.specs], self.step_timeout
+        )
         self._seed = int(seed)
         self._reseed(self._seed)
 
@@ -246,7 +223,7 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
                     f"got {mask.dtype} {mask.shape}"
                 )
             indices = [int(i) for i in np.flatnonzero(mask)]
-        busy = sorted(set(indices) & self._in_flight_slots())
+        busy = sorted(set(indices) & self._dispatcher.in_flight_slots())
         if busy:
             raise RuntimeError(f"slots {busy} are being stepped; collect their outcomes first")
         if seed is not None:
@@ -282,7 +259,7 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
         resets = self._reset(to_reset, {}, seeded=False) if to_reset else []
         for index, _, info in resets:
             infos = self._add_info(infos, info, index)
-        for outcome in self._collect_all(to_step):
+        for outcome in self._dispatcher.collect_all(to_step):
             rewards[outcome.index] = outcome.reward
             terminated[outcome.index] = outcome.terminated
             truncated[outcome.index] = outcome.truncated
@@ -301,7 +278,7 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
         An action may be :data:`~agentgym_eppo.vector.EXPERT_ACTION`: the slot's expert acts.
         """
         self.submit_steps(indices, actions)
-        return self._collect_all(indices)
+        return self._dispatcher.collect_all(indices)
 
     def submit_steps(self, indices: Sequence[int], actions: Sequence[Any]) -> None:
         """Start stepping the named slots; :meth:`collect_steps` hands back the outcomes."""
@@ -314,31 +291,18 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
                 raise RuntimeError(
                     f"slot {index} has no running episode; reset_some([{index}]) first"
                 )
-            if index in self._in_flight_slots():
+            if index in self._dispatcher.in_flight_slots():
                 raise RuntimeError(
                     f"slot {index} is already being stepped; collect its outcome first"
                 )
         for index, action in zip(indices, actions, strict=True):
-            slot = self._slots[index]
-            if slot.lost_reason is not None:
-                self._ready[index] = self._lost_outcome(slot, action, slot.lost_reason)
-                continue
-            self._submit(Request(index, "step", action, next(self._request_ids)), action)
+            self._dispatcher.submit_step(index, action)
 
     def collect_steps(self, timeout: float | None = None) -> list[StepOutcome]:
         """Outcomes of submitted steps that have finished, waiting up to ``timeout``
         seconds (``None``: until at least one) when none has; fast slots need not wait
         for slow ones."""
-        end = None if timeout is None else time.monotonic() + timeout
-        while not self._ready and self._in_flight:
-            # A pump may return empty-handed when a deadline passes; the loss it caused
-            # arrives on the next one, still within the caller's wait.
-            self._pump(None if end is None else max(0.0, end - time.monotonic()))
-            if end is not None and time.monotonic() >= end:
-                break
-        outcomes = sorted(self._ready.values(), key=lambda o: o.index)
-        self._ready.clear()
-        return outcomes
+        return self._dispatcher.collect(timeout)
 
     def reset_some(self, indices: Sequence[int]) -> list[tuple[int, str, dict[str, Any]]]:
         """Start fresh episodes in the named slots: ``(index, observation, info)`` each.
@@ -360,26 +324,17 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
             raise ValueError(f"abort needs an abnormal status, got {status.value}")
         indices = self._check_indices(indices)
         for index in indices:
-            slot = self._slots[index]
-            if not slot.running:
+            if not self._slots[index].running:
                 raise RuntimeError(f"slot {index} has no running episode to abort")
-            if slot.lost_reason is not None:
-                self._ready[index] = self._lost_outcome(slot, None, slot.lost_reason)
-            else:
-                request = Request(index, "abort", (status.value, message), next(self._request_ids))
-                self._submit(request, {"abort": status.value})
-        return self._collect_all(indices)
+            self._dispatcher.submit_abort(index, status, message)
+        return self._dispatcher.collect_all(indices)
 
     def call_some(self, indices: Sequence[int], name: str, *args: Any, **kwargs: Any) -> list[Any]:
         """Call ``env.unwrapped.<name>(*args, **kwargs)`` (or read the attribute) in the
         named slots, e.g. ``call_some([0, 1], "expert_action")``."""
         indices = self._check_indices(indices)
-        requests = [
-            Request(i, "call", (name, args, kwargs), next(self._request_ids)) for i in indices
-        ]
-        for request in requests:
-            self._pool.submit(request)
-        replies = self._await_replies(requests)
+        requests = [self._dispatcher.request(i, "call", (name, args, kwargs)) for i in indices]
+        replies = self._dispatcher.exchange(requests)
         return [replies[r.request_id] for r in requests]
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -395,7 +350,7 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
         for slot in self._slots:
             slot.episodes = 0
 
-    def _draw_for(self, slot: _Slot) -> _Draw:
+    def _draw_for(self, slot: Slot) -> _Draw:
         """The group's draw for the slot's next episode (drawn on first demand)."""
         draws = self._group_draws.setdefault(slot.group, {})
         number = slot.episodes
@@ -412,7 +367,7 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
     def _reset(
         self, indices: Sequence[int], options: Mapping[str, Any], *, seeded: bool
     ) -> list[tuple[int, str, dict[str, Any]]]:
-        busy = sorted(set(indices) & self._in_flight_slots())
+        busy = sorted(set(indices) & self._dispatcher.in_flight_slots())
         if busy:
             raise RuntimeError(f"slots {busy} are being stepped; collect their outcomes first")
         requests: list[tuple[Request, _Draw]] = []
@@ -422,10 +377,8 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
             slot.episodes += 1
             reset_options = {"index": draw.index, **options}
             payload = {"seed": self._seed + index if seeded else None, "options": reset_options}
-            requests.append((Request(index, "reset", payload, next(self._request_ids)), draw))
-        for request, _ in requests:
-            self._pool.submit(request)
-        replies = self._await_replies([request for request, _ in requests], retry_lost=True)
+            requests.append((self._dispatcher.request(index, "reset", payload), draw))
+        replies = self._dispatcher.exchange([request for request, _ in requests], retry_lost=True)
         results = []
         for request, draw in requests:
             observation, info = replies[request.request_id]
@@ -437,172 +390,6 @@ class MultiTaskVectorEnv(VectorEnv[tuple[str, ...], Sequence[Any], np.ndarray]):
             info = {**info, "group": draw.key}
             results.append((request.slot, observation, info))
         return results
-
-    def _submit(self, request: Request, action: Any) -> None:
-        self._in_flight[request.request_id] = (request, action)
-        if self.step_timeout is not None and self._pool.can_stop_workers:
-            self._deadlines[request.request_id] = time.monotonic() + self.step_timeout
-        self._pool.submit(request)
-
-    def _in_flight_slots(self) -> set[int]:
-        return {request.slot for request, _ in self._in_flight.values()}
-
-    def _collect_all(self, indices: Sequence[int]) -> list[StepOutcome]:
-        wanted = set(indices)
-        while not wanted.issubset(self._ready):
-            self._pump(None)
-        return [self._ready.pop(index) for index in indices]
-
-    def _pump(self, timeout: float | None) -> None:
-        """Turn whatever the pool has delivered into outcomes in ``self._ready``; wait
-        no longer than the next step deadline, and stop the workers past theirs."""
-        for event in self._pool.poll(self._wait_bound(timeout)):
-            if isinstance(event, WorkerLost):
-                self._on_worker_lost(event)
-                continue
-            self._on_step_reply(event)
-        self._stop_overdue()
-
-    def _wait_bound(self, timeout: float | None) -> float | None:
-        pending = [
-            deadline
-            for request_id, deadline in self._deadlines.items()
-            if self._pool.worker_of(self._in_flight[request_id][0].slot) not in self._overdue
-        ]
-        if not pending:
-            return timeout
-        until = max(0.0, min(pending) - time.monotonic())
-        return until if timeout is None else min(timeout, until)
-
-    def _stop_overdue(self) -> None:
-        now = time.monotonic()
-        for request_id, deadline in list(self._deadlines.items()):
-            if deadline > now:
-                continue
-            request = self._in_flight[request_id][0]
-            worker = self._pool.worker_of(request.slot)
-            if worker in self._overdue:
-                continue
-            assert self.step_timeout is not None
-            self._overdue[worker] = (
-                f"slot {request.slot}'s {request.command} did not finish within the "
-                f"step_timeout of {self.step_timeout:g} s"
-            )
-            self._pool.stop_overdue(worker)
-
-    def _forget(self, request_id: int) -> tuple[Request, Any] | None:
-        self._deadlines.pop(request_id, None)
-        return self._in_flight.pop(request_id, None)
-
-    def _on_step_reply(self, reply: Reply) -> None:
-        entry = self._forget(reply.request_id)
-        if entry is None:
-            return
-        request, action = entry
-        if reply.error is not None:
-            self._slots[request.slot].running = False
-            raise self._request_error(request, reply.error)
-        self._ready[request.slot] = self._record_step(request.slot, action, reply.value)
-
-    def _request_error(self, request: Request, error: tuple[str, str]) -> WorkerError:
-        return WorkerError(
-            f"slot {request.slot} ({self.specs[request.slot].name}) failed to "
-            f"{request.command}: {error[0]}: {error[1]}"
-        )
-
-    def _record_step(self, index: int, action: Any, value: Any) -> StepOutcome:
-        observation, reward, terminated, truncated, info = value
-        slot = self._slots[index]
-        info = {**info, "group": slot.group_key}
-        if "expert_action" in info:
-            action = info["expert_action"]
-        slot.turn = int(info.get("turn", slot.turn + 1))
-        slot.observation = observation
-        slot.trajectory.append(
-            {
-                "action": action,
-                "observation": observation,
-                "reward": reward,
-                "status": info.get("status"),
-            }
-        )
-        if terminated or truncated:
-            slot.running = False
-        return StepOutcome(index, observation, reward, terminated, truncated, info)
-
-    def _on_worker_lost(self, lost: WorkerLost) -> None:
-        hosted = self._pool.worker_slots[lost.worker]
-        lost_requests = {request.slot: request for request in lost.requests}
-        reason = self._overdue.pop(lost.worker, lost.reason)
-        for index in hosted:
-            slot = self._slots[index]
-            request = lost_requests.get(index)
-            entry = self._forget(request.request_id) if request else None
-            if entry is not None and request is not None and request.command in ("step", "abort"):
-                self._ready[index] = self._lost_outcome(slot, entry[1], reason)
-            elif slot.running:
-                slot.lost_reason = reason  # ends as task_error at its next step
-        self._pool.restart(lost.worker)
-
-    def _lost_outcome(self, slot: _Slot, action: Any, reason: str) -> StepOutcome:
-        slot.turn += 1
-        slot.running, slot.lost_reason = False, None
-        observation = (
-            f"Task error: {reason}; the episode was lost with its worker, which was restarted."
-        )
-        slot.trajectory.append(
-            {
-                "action": action,
-                "observation": observation,
-                "reward": slot.abort_penalty,
-                "status": Status.TASK_ERROR.value,
-            }
-        )
-        slot.observation = observation
-        info = {
-            "task_id": slot.task_id,
-            "sample_id": slot.sample_id,
-            "group": slot.group_key,
-            "turn": slot.turn,
-            "status": Status.TASK_ERROR.value,
-            "success": False,
-            "score": 0.0,
-            "worker_restarted": True,
-            "error": reason,
-            "trajectory": [dict(entry) for entry in slot.trajectory],
-        }
-        return StepOutcome(slot.index, observation, slot.abort_penalty, True, False, info)
-
-    def _await_replies(
-        self, requests: Sequence[Request], *, retry_lost: bool = False
-    ) -> dict[int, Any]:
-        """Wait for the replies of requests outside the step machinery (reset, call)."""
-        waiting = {request.request_id: request for request in requests}
-        values: dict[int, Any] = {}
-        retried: set[int] = set()
-        while waiting:
-            events = self._pool.poll(self._wait_bound(None))
-            self._stop_overdue()  # a step submitted earlier may stall meanwhile
-            for event in events:
-                if isinstance(event, WorkerLost):
-                    resend = [r for r in event.requests if r.request_id in waiting]
-                    self._on_worker_lost(event)
-                    for request in resend:
-                        if not retry_lost or request.request_id in retried:
-                            raise WorkerError(
-                                f"slot {request.slot}: {event.reason} during {request.command}"
-                            )
-                        retried.add(request.request_id)
-                        self._pool.submit(request)
-                    continue
-                if event.request_id in waiting:
-                    request = waiting.pop(event.request_id)
-                    if event.error is not None:
-                        raise self._request_error(request, event.error)
-                    values[event.request_id] = event.value
-                else:
-                    self._on_step_reply(event)
-        return values
 
     def _observations(self) -> tuple[str, ...]:
         return tuple(slot.observation for slot in self._slots)
