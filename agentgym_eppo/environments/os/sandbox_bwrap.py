@@ -48,6 +48,10 @@ Capabilities: all dropped except Docker's default set minus ``MKNOD``, ``NET_RAW
 containers; a seccomp filter (:mod:`.seccomp`) refuses what those capabilities do not
 cover (keyrings, namespaces, ``ptrace``, mounts, modules...); they act on the sandbox's
 user namespace only. ``/proc/sys`` is read-only as in Docker.
+
+The control loop is a bash script shipped beside this module (:data:`CONTROL_LOOP`). The
+launcher's argv and the loop's bwrap arguments are pure functions (:func:`launch_argv`,
+:func:`control_values`) of what :func:`read_base_layout` reads of the base.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import functools
 import hashlib
 import itertools
 import os
@@ -67,7 +72,9 @@ import termios
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from . import cgroups, idmap, rootfs, seccomp
@@ -110,77 +117,9 @@ MiB is read), apart from the episode's disk: filling that disk cannot touch it."
 MOUNT_DIR = rootfs.BASE_CACHE / "mnt"
 """An empty host directory; each sandbox mounts its tmpfs here inside its own namespace."""
 
-CONTROL_LOOP = r"""
-exec 2>/dev/null
-LC_ALL=C
-unset OLDPWD  # the launcher's host directory, else visible in /proc/1/environ
-ulimit -f "$1"
-userns=$2  # a process that keeps the sandbox's user namespace until the holder is in it
-exec 5< <(exec nsenter -t "$userns" --user -- "${HOLDER[@]}" --info-fd 6 -- sleep infinity 6>&1 >/dev/null </dev/null 3>&-)
-holder=
-while IFS= read -r -u 5 info; do
-    if [[ $info =~ \"child-pid\":\ *([0-9]+) ]]; then holder=${BASH_REMATCH[1]}; break; fi
-done  # fd 5 stays open: bwrap gets SIGPIPE if it writes to a closed pipe
-kill -9 "$userns"  # the holder keeps the namespace now (it dies with this loop; that does not)
-[ -n "$holder" ] || exit 1
-# the exit nonce is the first line the wrapper reads from the terminal: on no command line
-WRAP='IFS= read -r n; bash --login --noediting -i; printf "\036%s\036exit\036\n" "$n"'
-judge_view() {  # the agent's processes are stopped meanwhile: nothing moves under it
-    VIEW=(--bind "$ROOT" / "${BASE_DIRS[@]}")
-    local i name target whole=
-    # the agent's /usr under every directory of the base's /usr (local too: a .pth file
-    # or sitecustomize in local/lib would run in a python check), so only what the base
-    # lacks shows through (/usr/stock.log, say); the base's whole /usr where the agent
-    # replaced one of those directories
-    for name in "${USR_NAMES[@]}"; do
-        if [ -L "$ROOT/usr/$name" ] || ! [ -d "$ROOT/usr/$name" ]; then whole=1; fi
-    done
-    for ((i = 0; i < ${#USR_LINKS[@]}; i += 2)); do  # the base's links in /usr, unchanged
-        name=${USR_LINKS[i]}; target=${USR_LINKS[i + 1]}
-        if ! [ -L "$ROOT/usr/$name" ] || [ "$(readlink "$ROOT/usr/$name")" != "$target" ]; then
-            whole=1
-        fi
-    done
-    if [ -L "$ROOT/usr" ] || ! [ -d "$ROOT/usr" ]; then whole=1; fi
-    if [ -n "$whole" ]; then VIEW+=("${BASE_USR[@]}"); else VIEW+=("${USR_DIRS[@]}"); fi
-    for ((i = 0; i < ${#BASE_LINKS[@]}; i += 2)); do
-        name=${BASE_LINKS[i]}; target=${BASE_LINKS[i + 1]}
-        # the base's link, or bwrap fails to make it and the check fails: the agent broke it
-        if ! [ -L "$ROOT/$name" ] || [ "$(readlink "$ROOT/$name")" != "$target" ]; then
-            VIEW+=(--symlink "$target" "/$name")
-        fi
-    done
-    for name in usr/local/bin usr/local/sbin; do  # no symlink on the way: it would resolve on the host
-        if [ -d "$ROOT/$name" ] && ! [ -L "$ROOT/usr" ] && ! [ -L "$ROOT/usr/local" ] && ! [ -L "$ROOT/$name" ]; then
-            VIEW+=(--bind "$ROOT/$name" "/$name")
-        fi
-    done
-}
-while IFS= read -r line; do
-    eval "words=($line)"
-    id=${words[0]}; request=${words[1]}
-    case $request in
-    shell)
-        # what was typed to a shell that had died (a command sent before its death was
-        # seen) is still queued on the terminal: the new wrapper would read it first
-        while read -r -t 0.05 -u 3 _; do :; done
-        nsenter -t "$holder" --user --net --ipc --uts -- "${AGENT[@]}" -- \
-            bash -c 'exec 9<&-; exec setsid -c env --default-signal=INT,QUIT bash -c "$1" "$0"' \
-            wrap "$WRAP" 9<"/proc/$holder/ns/pid" 10<"$SECCOMP" <&3 >&3 2>&3 3>&- 5<&- &
-        printf '%s 0 0\n' "$id" ;;
-    run)
-        judge_view
-        nsenter -t "$holder" --user --net --ipc --uts -- "${JUDGE[@]}" "${VIEW[@]}" "${PROTECT[@]}" -- \
-            bash -c 'exec 9<&-; exec timeout -s KILL "$@"' judge "${words[2]}" "${words[@]:3}" \
-            9<"/proc/$holder/ns/pid" 10<"$SECCOMP" </dev/null >"$SCRATCH" 2>&1 3>&- 5<&-
-        rc=$?
-        out=
-        IFS= read -r -d '' -N 1048576 out <"$SCRATCH"
-        : >"$SCRATCH"
-        printf '%s %s %s\n%s' "$id" "$rc" "${#out}" "$out" ;;
-    esac
-done
-"""
+CONTROL_LOOP = "control_loop.sh"
+"""The control loop's script, package data beside this module (run by bash after the
+assignments of :func:`control_assignments`)."""
 
 _counter = itertools.count()
 _leftovers_lock = threading.Lock()
@@ -270,155 +209,34 @@ class BwrapSandbox(Sandbox):
             self.ensure_ready()
 
     def _launch_argv(self, root_dir: str | os.PathLike[str] | None) -> list[str]:
-        """The launcher: the pty's slave arrives as stderr (dash reads one-digit fds only)
-        and leaves as fd 3.
-
-        Overlay options name their layers relative to the tmpfs (``lowerdir=l0``), so the
-        sandbox's mount table shows no host path.
-        """
+        """The launcher's argv: what it needs read from the machine, built by
+        :func:`launch_argv` and :func:`control_assignments`."""
         MOUNT_DIR.mkdir(parents=True, exist_ok=True)
         mnt = str(MOUNT_DIR)
         base = Path(root_dir) if root_dir is not None else rootfs.host_base()
-        # (mount point under root, host directory, its idmapped view under the tmpfs):
-        # the base, then host directories over it
-        overlays: list[tuple[str, Path, str]] = [("", base, "l0")]
-        if root_dir is None:
-            overlays += [
-                (name, Path("/") / name, f"lower{i}")
-                for i, name in enumerate(rootfs.HOST_TOP_LEVEL, start=1)
-                if (Path("/") / name).is_dir() and not (Path("/") / name).is_symlink()
-            ]
-        owner = f"{idmap.ID_BASE}:{idmap.ID_BASE}"
-        lines = ["set -e"]
-        lines += [f"echo $$ > {shlex.quote(path)}" for path in self._cgroup.procs_files]
-        lines.append(
-            f"mount -t tmpfs -o size={self.limits.disk_bytes},mode=755 agentgym-os {shlex.quote(mnt)}"
-        )
-        lines.append(f"cd {shlex.quote(mnt)}")
-        uppers = " ".join(f"upper{i}" for i in range(len(overlays)))
-        works = " ".join(f"work{i}" for i in range(len(overlays)))
-        lowers = " ".join(lower for _, _, lower in overlays)
-        lines.append(f"mkdir root {lowers} {uppers} {works}")
-        lines.append(f"chown {owner} {uppers}")  # the overlays' directories are the sandbox root's
-        pairs = shlex.join(word for _, host, lower in overlays for word in (str(host), lower))
-        helper = shlex.join([sys.executable, "-I", "-S", idmap.__file__])
-        lines.append(f"USERNS=$({helper} {pairs})")
-        for i, (target, _, lower) in enumerate(overlays):
-            lines.append(
-                f"mount -t overlay overlay -o lowerdir={lower},upperdir=upper{i},workdir=work{i} "
-                f"root{'/' + target if target else ''}"
-            )
-        # an empty ld.so.preload, so that it can be a read-only mount like the others
-        lines.append(
-            "[ -e root/etc/ld.so.preload ] || "
-            f"{{ : > root/etc/ld.so.preload; chown {owner} root/etc/ld.so.preload; }}"
-        )
-        # a check's output goes to a tmpfs of its own: on the episode's one, an agent that
-        # filled its disk made every write of a check fail, and `grep -q` whose error
-        # message cannot be written exits 0: a check that should fail passed
-        lines.append(
-            f"mkdir judge && mount -t tmpfs -o size={JUDGE_SCRATCH_BYTES},mode=700 agentgym-judge judge"
-        )
-        lines.append(": > judge/scratch")
-        lines.append("exec 3<&2 2>/dev/null")
-        lines.append("cd /")
+        full_root = root_dir is not None
+        layout = read_base_layout(base if full_root else Path("/"), base / "etc")
+        overlays = overlay_layers(base, () if full_root else layout.directories)
         views = [(host, f"{mnt}/{lower}") for _, host, lower in overlays]
-        arrays = self._control_arrays(f"{mnt}/root", base, root_dir is not None, views)
-        script = arrays + CONTROL_LOOP
-        control = ["bash", "--noprofile", "--norc", "-c", script, "control"]
+        values = control_values(
+            f"{mnt}/root",
+            layout,
+            views,
+            pin_base_dirs=full_root,
+            scratch=f"{MOUNT_DIR}/judge/scratch",
+            seccomp=str(seccomp_file()),
+        )
+        control = ["bash", "--noprofile", "--norc", "-c"]
+        control += [control_assignments(values) + control_loop_script(), "control"]
         control += [str(max(1, self.limits.file_size_bytes // 1024))]
-        lines.append("exec " + shlex.join(control) + ' "$USERNS"')
-        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines)]
-
-    def _control_arrays(
-        self, root: str, base: Path, full_root: bool, views: Sequence[tuple[Path, str]]
-    ) -> str:
-        """The control loop's fixed bwrap arguments, as bash assignments. ``views``: each
-        host directory of the base and where its idmapped view is mounted."""
-
-        def shown(path: Path) -> str:
-            """Where the sandbox sees the base's ``path``: through its idmapped view."""
-            for host, view in views:
-                if path == host or host in path.parents:
-                    return str(Path(view) / path.relative_to(host))
-            raise ValueError(f"{path} is in no layer of the base")
-
-        layout_source = base if full_root else Path("/")
-        base_view: list[str] = []  # the base's programs, read-only
-        base_dirs: list[str] = []  # all but usr, which the judge view mounts by its parts
-        base_usr: list[str] = []
-        usr_dirs: list[str] = []
-        usr_names: list[str] = []
-        usr_links: list[str] = []
-        base_links: list[str] = []
-        for name in rootfs.HOST_TOP_LEVEL:
-            path = layout_source / name
-            if path.is_symlink():
-                base_view += ["--symlink", os.readlink(path), f"/{name}"]
-                base_links += [name, os.readlink(path)]
-            elif path.is_dir():
-                base_view += ["--ro-bind", shown(path), f"/{name}"]
-                if name != "usr":
-                    base_dirs += ["--ro-bind", shown(path), f"/{name}"]
-                    continue
-                base_usr += ["--ro-bind", shown(path), "/usr"]
-                for part in sorted(path.iterdir()):
-                    if part.is_symlink():
-                        usr_links += [part.name, os.readlink(part)]
-                    elif part.is_dir():
-                        usr_names.append(part.name)
-                        usr_dirs += ["--ro-bind", shown(part), f"/usr/{part.name}"]
-        etc = Path(root) / "etc"
-        base_etc = base / "etc"
-        protected = [
-            name for name in PROTECTED_ETC if name == "ld.so.preload" or (base_etc / name).exists()
-        ]
-        protected += sorted(path.name for path in base_etc.glob("python3*"))
-        protect: list[str] = []
-        for name in protected:
-            protect += ["--ro-bind", str(etc / name), f"/etc/{name}"]
-        system = [
-            "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
-            "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger", "--dev", "/dev",
-            "--die-with-parent", "--chdir", "/root", "--cap-drop", "ALL",
-        ]  # fmt: skip
-        for capability in KEPT_CAPABILITIES:
-            system += ["--cap-add", capability]
-        system += ["--seccomp", "10", "--unsetenv", "PWD", "--unsetenv", "OLDPWD"]
-        head = ["bwrap", "--pidns", "9", "--unshare-cgroup-try"]
-        # in the agent's view /etc and the base's top-level directories are mount points
-        # (which cannot be renamed away), the protected files read-only mounts
-        pinned = ["--bind", root, "/"]
-        for name in ("etc", *rootfs.HOST_TOP_LEVEL):
-            path = Path(root) / name
-            if name == "etc" or (
-                full_root and (base / name).is_dir() and not (base / name).is_symlink()
-            ):
-                pinned += ["--bind", str(path), f"/{name}"]
-        holder = [
-            "bwrap", *base_view, "--unshare-pid", "--unshare-net", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent",
-        ]  # fmt: skip
-        assignments = {
-            "ROOT": root,
-            "SCRATCH": f"{MOUNT_DIR}/judge/scratch",
-            "SECCOMP": str(seccomp_file()),
-        }
-        arrays = {
-            "HOLDER": holder,
-            "AGENT": head + pinned + protect + system,
-            "JUDGE": head,
-            "BASE_DIRS": base_dirs,
-            "BASE_USR": base_usr,
-            "USR_DIRS": usr_dirs,
-            "USR_NAMES": usr_names,
-            "USR_LINKS": usr_links,
-            "BASE_LINKS": base_links,
-            "PROTECT": protect + system + ["--setenv", "PATH", JUDGE_PATH],
-        }
-        text = "".join(f"{key}={shlex.quote(value)}\n" for key, value in assignments.items())
-        text += "".join(f"{key}=({shlex.join(value)})\n" for key, value in arrays.items())
-        return text
+        return launch_argv(
+            mnt=mnt,
+            overlays=overlays,
+            procs_files=self._cgroup.procs_files,
+            disk_bytes=self.limits.disk_bytes,
+            idmap_helper=[sys.executable, "-I", "-S", idmap.__file__],
+            control=control,
+        )
 
     # ------------------------------------------------------------------ control channel
 
@@ -582,6 +400,264 @@ class BwrapSandbox(Sandbox):
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
+
+
+# ---------------------------------------------------------------------- argv builders
+# Pure functions of what _launch_argv read from the machine, so that the launcher's and
+# the control loop's bwrap arguments can be checked without a sandbox.
+
+Layer = tuple[str, Path, str]
+"""An overlay: its mount point under the root, its host directory, and the name of the
+host directory's idmapped view under the tmpfs."""
+
+
+@dataclass(frozen=True)
+class BaseLayout:
+    """What the bwrap views show of the base, read by :func:`read_base_layout`.
+
+    ``top`` and ``usr`` name the entries of :data:`rootfs.HOST_TOP_LEVEL` and of ``/usr``
+    that exist, each with its symlink target, or None for a directory.
+    """
+
+    source: Path
+    """Where the top level was read: the base when it is a full root, else ``/``."""
+    top: tuple[tuple[str, str | None], ...]
+    usr: tuple[tuple[str, str | None], ...]
+    """The base's ``/usr`` entries, sorted (none when ``/usr`` is not a directory)."""
+    protected_etc: tuple[str, ...]
+    """Files under ``/etc`` mounted read-only from the base: those of
+    :data:`PROTECTED_ETC` it has (``ld.so.preload`` always), then its ``python3*``."""
+
+    @property
+    def directories(self) -> tuple[str, ...]:
+        """The top-level names that are directories, not symlinks."""
+        return tuple(name for name, target in self.top if target is None)
+
+
+def read_base_layout(source: Path, base_etc: Path) -> BaseLayout:
+    """The top level of ``source`` and its ``/usr``, and the protected files of
+    ``base_etc``."""
+
+    def entry(path: Path) -> tuple[str, str | None] | None:
+        if path.is_symlink():
+            return path.name, os.readlink(path)
+        return (path.name, None) if path.is_dir() else None
+
+    top = [found for name in rootfs.HOST_TOP_LEVEL if (found := entry(source / name))]
+    usr: list[tuple[str, str | None]] = []
+    if ("usr", None) in top:
+        usr = [found for part in sorted((source / "usr").iterdir()) if (found := entry(part))]
+    protected = [
+        name for name in PROTECTED_ETC if name == "ld.so.preload" or (base_etc / name).exists()
+    ]
+    protected += sorted(path.name for path in base_etc.glob("python3*"))
+    return BaseLayout(source, tuple(top), tuple(usr), tuple(protected))
+
+
+def overlay_layers(base: Path, host_dirs: Collection[str]) -> list[Layer]:
+    """The base, then the host's top-level directories named in ``host_dirs`` over it
+    (none when the base is a full root); the views keep their place in
+    :data:`rootfs.HOST_TOP_LEVEL` in their names.
+
+    >>> overlay_layers(Path("/base"), ["usr", "lib"])
+    [('', PosixPath('/base'), 'l0'), ('usr', PosixPath('/usr'), 'lower1'), ('lib', PosixPath('/lib'), 'lower4')]
+    """
+    layers: list[Layer] = [("", base, "l0")]
+    layers += [
+        (name, Path("/") / name, f"lower{i}")
+        for i, name in enumerate(rootfs.HOST_TOP_LEVEL, start=1)
+        if name in host_dirs
+    ]
+    return layers
+
+
+def idmapped(path: Path, views: Sequence[tuple[Path, str]]) -> str:
+    """Where the sandbox sees the base's ``path``: through the idmapped view of the
+    layer that holds it (``views``: each host directory of the base and its view).
+
+    >>> idmapped(Path("/usr/lib"), [(Path("/base"), "/mnt/l0"), (Path("/usr"), "/mnt/lower1")])
+    '/mnt/lower1/lib'
+    """
+    for host, view in views:
+        if path == host or host in path.parents:
+            return str(Path(view) / path.relative_to(host))
+    raise ValueError(f"{path} is in no layer of the base")
+
+
+@dataclass(frozen=True)
+class BaseViews:
+    """The bwrap arguments that show the base read-only, and what the control loop's
+    ``judge_view`` compares the agent's tree with."""
+
+    whole: list[str]
+    """Every top-level entry of the base (the holder's view)."""
+    dirs: list[str]
+    """Its top-level directories but ``/usr`` (``BASE_DIRS``)."""
+    usr: list[str]
+    """Its whole ``/usr`` (``BASE_USR``)."""
+    usr_dirs: list[str]
+    """Every directory of its ``/usr`` (``USR_DIRS``), named in ``usr_names``."""
+    usr_names: list[str]
+    usr_links: list[str]
+    """Name, target, ... of the symlinks in its ``/usr`` (``USR_LINKS``)."""
+    links: list[str]
+    """Name, target, ... of its top-level symlinks (``BASE_LINKS``)."""
+
+
+def base_views(layout: BaseLayout, views: Sequence[tuple[Path, str]]) -> BaseViews:
+    """The read-only views of ``layout``'s base, mounted from its idmapped ``views``."""
+    result = BaseViews([], [], [], [], [], [], [])
+    for name, target in layout.top:
+        if target is not None:
+            result.whole.extend(["--symlink", target, f"/{name}"])
+            result.links.extend([name, target])
+            continue
+        shown = idmapped(layout.source / name, views)
+        result.whole.extend(["--ro-bind", shown, f"/{name}"])
+        if name != "usr":
+            result.dirs.extend(["--ro-bind", shown, f"/{name}"])
+            continue
+        result.usr.extend(["--ro-bind", shown, "/usr"])
+        for part, part_target in layout.usr:
+            if part_target is not None:
+                result.usr_links.extend([part, part_target])
+            else:
+                result.usr_names.append(part)
+                part_view = idmapped(layout.source / "usr" / part, views)
+                result.usr_dirs.extend(["--ro-bind", part_view, f"/usr/{part}"])
+    return result
+
+
+def system_args() -> list[str]:
+    """What every process of the sandbox gets: ``/proc`` (its ``sys`` read-only),
+    ``/dev``, the kept capabilities, the seccomp filter on fd 10, a clean environment."""
+    system = [
+        "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
+        "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger", "--dev", "/dev",
+        "--die-with-parent", "--chdir", "/root", "--cap-drop", "ALL",
+    ]  # fmt: skip
+    for capability in KEPT_CAPABILITIES:
+        system += ["--cap-add", capability]
+    return [*system, "--seccomp", "10", "--unsetenv", "PWD", "--unsetenv", "OLDPWD"]
+
+
+def control_values(
+    root: str,
+    layout: BaseLayout,
+    views: Sequence[tuple[Path, str]],
+    *,
+    pin_base_dirs: bool,
+    scratch: str,
+    seccomp: str,
+) -> dict[str, str | list[str]]:
+    """The control loop's fixed values and bwrap arguments, by the name the loop reads.
+
+    ``root`` is the agent's tree on the host; ``pin_base_dirs`` (a full-root base) makes
+    the base's top-level directories mount points in the agent's view, as ``/etc``
+    always is, so that none can be renamed away.
+    """
+    shown = base_views(layout, views)
+    protect: list[str] = []
+    for name in layout.protected_etc:
+        protect += ["--ro-bind", str(Path(root) / "etc" / name), f"/etc/{name}"]
+    head = ["bwrap", "--pidns", "9", "--unshare-cgroup-try"]
+    pinned = ["--bind", root, "/"]
+    for name in ("etc", *(layout.directories if pin_base_dirs else ())):
+        pinned += ["--bind", str(Path(root) / name), f"/{name}"]
+    holder = [
+        "bwrap", *shown.whole, "--unshare-pid", "--unshare-net", "--unshare-ipc",
+        "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent",
+    ]  # fmt: skip
+    system = system_args()
+    return {
+        "ROOT": root,
+        "SCRATCH": scratch,
+        "SECCOMP": seccomp,
+        "HOLDER": holder,
+        "AGENT": head + pinned + protect + system,
+        "JUDGE": head,
+        "BASE_DIRS": shown.dirs,
+        "BASE_USR": shown.usr,
+        "USR_DIRS": shown.usr_dirs,
+        "USR_NAMES": shown.usr_names,
+        "USR_LINKS": shown.usr_links,
+        "BASE_LINKS": shown.links,
+        "PROTECT": protect + system + ["--setenv", "PATH", JUDGE_PATH],
+    }
+
+
+def control_assignments(values: Mapping[str, str | list[str]]) -> str:
+    """``values`` as bash assignments, a list as an array.
+
+    >>> print(control_assignments({"ROOT": "/mnt/root", "JUDGE": ["bwrap", "--pidns", "9"]}), end="")
+    ROOT=/mnt/root
+    JUDGE=(bwrap --pidns 9)
+    """
+    return "".join(
+        f"{key}={shlex.quote(value)}\n"
+        if isinstance(value, str)
+        else f"{key}=({shlex.join(value)})\n"
+        for key, value in values.items()
+    )
+
+
+@functools.cache
+def control_loop_script() -> str:
+    """The text of :data:`CONTROL_LOOP`."""
+    package = resources.files(__name__.rpartition(".")[0])
+    return package.joinpath(CONTROL_LOOP).read_text(encoding="utf-8")
+
+
+def launch_argv(
+    *,
+    mnt: str,
+    overlays: Sequence[Layer],
+    procs_files: Sequence[str | os.PathLike[str]],
+    disk_bytes: int,
+    idmap_helper: Sequence[str],
+    control: Sequence[str],
+) -> list[str]:
+    """The launcher: the pty's slave arrives as stderr (dash reads one-digit fds only)
+    and leaves as fd 3; it joins the cgroups of ``procs_files``, mounts the tmpfs at
+    ``mnt``, the idmapped views (``idmap_helper``, which prints the user namespace's
+    keeper) and the overlays, then ``exec``s ``control`` with that keeper's pid.
+
+    Overlay options name their layers relative to the tmpfs (``lowerdir=l0``), so the
+    sandbox's mount table shows no host path.
+    """
+    owner = f"{idmap.ID_BASE}:{idmap.ID_BASE}"
+    lines = ["set -e"]
+    lines += [f"echo $$ > {shlex.quote(str(path))}" for path in procs_files]
+    lines.append(f"mount -t tmpfs -o size={disk_bytes},mode=755 agentgym-os {shlex.quote(mnt)}")
+    lines.append(f"cd {shlex.quote(mnt)}")
+    uppers = " ".join(f"upper{i}" for i in range(len(overlays)))
+    works = " ".join(f"work{i}" for i in range(len(overlays)))
+    lowers = " ".join(lower for _, _, lower in overlays)
+    lines.append(f"mkdir root {lowers} {uppers} {works}")
+    lines.append(f"chown {owner} {uppers}")  # the overlays' directories are the sandbox root's
+    pairs = shlex.join(word for _, host, lower in overlays for word in (str(host), lower))
+    lines.append(f"USERNS=$({shlex.join(idmap_helper)} {pairs})")
+    for i, (target, _, lower) in enumerate(overlays):
+        lines.append(
+            f"mount -t overlay overlay -o lowerdir={lower},upperdir=upper{i},workdir=work{i} "
+            f"root{'/' + target if target else ''}"
+        )
+    # an empty ld.so.preload, so that it can be a read-only mount like the others
+    lines.append(
+        "[ -e root/etc/ld.so.preload ] || "
+        f"{{ : > root/etc/ld.so.preload; chown {owner} root/etc/ld.so.preload; }}"
+    )
+    # a check's output goes to a tmpfs of its own: on the episode's one, an agent that
+    # filled its disk made every write of a check fail, and `grep -q` whose error
+    # message cannot be written exits 0: a check that should fail passed
+    lines.append(
+        f"mkdir judge && mount -t tmpfs -o size={JUDGE_SCRATCH_BYTES},mode=700 agentgym-judge judge"
+    )
+    lines.append(": > judge/scratch")
+    lines.append("exec 3<&2 2>/dev/null")
+    lines.append("cd /")
+    lines.append("exec " + shlex.join(control) + ' "$USERNS"')
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines)]
 
 
 def _parent(pid: int) -> int | None:
