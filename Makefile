@@ -71,6 +71,7 @@ lint: setup
 	$(VENV)/bin/ruff check agentgym_eppo tests benchmarks
 	$(VENV)/bin/ruff format --check agentgym_eppo tests benchmarks
 	$(VENV)/bin/mypy
+	shellcheck agentgym_eppo/environments/os/*.sh  # the sandbox's control loop (package data)
 	$(PY) -m pytest -q -p no:randomly -p no:cacheprovider tests/test_layers.py  # the layer contract
 
 bench: setup

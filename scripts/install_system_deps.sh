@@ -4,6 +4,7 @@
 #   docker.io                        the OS environment's Docker backend (dockerd + CLI)
 #   debootstrap                      builds the Docker base image offline (scripts/build_os_image.sh)
 #   virtuoso-opensource-7-bin        AgentBench's own SPARQL server, for the KG endpoint tests
+#   ShellCheck, package shellcheck   `make lint` checks the sandbox's bash control loop
 set -euo pipefail
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
@@ -12,6 +13,7 @@ command -v mount >/dev/null 2>&1 || missing+=(mount)
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 command -v virtuoso-t >/dev/null 2>&1 || missing+=(virtuoso-opensource-7-bin)
+command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi
