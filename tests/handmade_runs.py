@@ -81,3 +81,35 @@ def write_run(
         }
         (run / f"eval_{stage}.json").write_text(json.dumps(report))
     return run
+
+
+def write_episodes(run: Path, outcomes: dict[str, list[list[bool]]]) -> Path:
+    """Rewrite ``eval_after_rl.json`` with its episodes: ``outcomes[task][i]`` are the
+    successes of instance ``i``'s samples (ids ``<task>-dev-<i>``, the same in every run);
+    each task's success is the mean over its episodes."""
+    episodes = [
+        {
+            "task_id": task,
+            "sample_id": f"{task}-dev-{i:05d}",
+            "success": success,
+            "reward": float(success),
+            "status": "completed",
+            "turns": 2,
+        }
+        for task, instances in outcomes.items()
+        for i, samples in enumerate(instances)
+        for success in samples
+    ]
+    tasks = {}
+    for task in outcomes:
+        played = [float(e["success"]) for e in episodes if e["task_id"] == task]
+        tasks[task] = {"success": sum(played) / len(played), "n": len(played), "statuses": {}}
+    report = {
+        "stage": "after_rl",
+        "split": "dev",
+        "tasks": tasks,
+        "mean_success": sum(t["success"] for t in tasks.values()) / len(tasks),
+        "episodes": episodes,
+    }
+    (run / "eval_after_rl.json").write_text(json.dumps(report))
+    return run

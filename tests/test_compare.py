@@ -113,7 +113,7 @@ def test_the_report_counts_finished_runs_and_names_the_failed_ones(comparison: P
         "- `broken/seed0`: agentgym_eppo.core.registry.UnknownNameError: "
         "clip.policy: unknown clip policy 'nonsense'; known: bapo, dapo, dcpo, eppo, fixed"
     ) in text
-    assert "| SFT start (shared) | - |" in text
+    assert "| start (shared) | - |" in text
     assert "| eppo | 2 |" in text and "| grpo_tan | 2 |" in text
     assert (config.output_dir / "plots" / "diagnostics.png").is_file()
     data = json.loads((config.output_dir / "report.json").read_text())

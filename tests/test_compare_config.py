@@ -161,8 +161,8 @@ def test_report_only_reads_finished_runs_and_marks_the_rest_missing(tmp_path: Pa
     text = run_compare(tmp_path / "c.yaml", report_only=True).read_text()
     assert "Runs finished: 2 of 4 planned (2 methods x seeds [0, 1]): **PARTIAL**." in text
     assert "- `eppo/seed1`: ValueError: boom" in text
-    assert "| SFT start (shared) | - | 0.250 | 0.125 | 0.188 |" in text
-    assert "| eppo | 1 | 0.500 ± 0.000 | 0.250 ± 0.000 | 0.375 ± 0.000 |" in text
+    assert "| start (shared) | - | 0.250 | 0.125 | 0.188 |" in text
+    assert "| eppo | 1 | 0.500 (1 seed) | 0.250 (1 seed) | 0.375 (1 seed) |" in text
 
 
 def test_the_lock_refuses_a_second_live_comparison_and_is_released(tmp_path: Path) -> None:

@@ -6,14 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from handmade_runs import write_run
+from handmade_runs import write_episodes, write_run
 
 from agentgym_eppo.trainer.analysis.compare_report import (
     PAPER_CLAIMS,
     SeedResult,
     claim_verdict,
     collect_seed,
-    mean_std,
+    interval_cell,
+    paired_over_seeds,
     write_compare_report,
 )
 
@@ -45,7 +46,7 @@ def partial_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_compare_report(
         root / "out",
         finished_runs(root / "runs"),
-        planned_seeds=[0, 1, 2],
+        planned_seeds={key: [0, 1, 2] for key in ("grpo_tan", "eppo", "rloo")},
         start_success={"os": 0.25, "db": 0.125},
     )
 
@@ -67,60 +68,127 @@ def test_collect_seed_refuses_an_unfinished_run(tmp_path: Path) -> None:
         collect_seed(0, run)
 
 
-def test_mean_std_uses_the_sample_std_over_seeds() -> None:
-    assert mean_std([0.75, 0.625, 0.5]) == "0.625 ± 0.125"
-    assert mean_std([0.4]) == "0.400 ± 0.000"
-    assert mean_std([]) == "n/a"
+def test_interval_cell_is_the_mean_with_its_95_percent_t_interval_over_seeds() -> None:
+    # sample std 0.125 over 3 seeds: half-width t(0.975, 2) * 0.125 / sqrt(3) = 0.3105
+    assert interval_cell([0.75, 0.625, 0.5]) == "0.625 [0.314, 0.936]"
+    assert interval_cell([0.75, float("nan"), 0.5], digits=2) == "0.62 [-0.96, 2.21]"
+    assert interval_cell([0.4]) == "0.400 (1 seed)"
+    assert interval_cell([]) == "n/a"
 
 
-def test_report_tables_give_mean_and_std_over_seeds(partial_report: Path) -> None:
+def test_report_tables_give_the_mean_and_its_interval_over_seeds(partial_report: Path) -> None:
     text = partial_report.read_text()
     assert "Runs finished: 6 of 9 planned" in text
     assert "**PARTIAL**" in text
-    assert "| SFT start (shared) | - | 0.250 | 0.125 | 0.188 |" in text
-    assert "| eppo | 3 | 0.750 ± 0.250 | 0.500 ± 0.000 | 0.625 ± 0.125 |" in text
-    assert "| grpo_tan | 3 | 0.500 ± 0.000 | 0.250 ± 0.000 | 0.375 ± 0.000 |" in text
+    assert "| start (shared) | - | 0.250 | 0.125 | 0.188 |" in text
+    assert "| eppo | 3 | 0.750 [0.129, 1.371] | 0.500 [0.500, 0.500] | 0.625 [0.314, 0.936] |" in (
+        text
+    )
+    assert (
+        "| grpo_tan | 3 | 0.500 [0.500, 0.500] | 0.250 [0.250, 0.250] | 0.375 [0.375, 0.375] |"
+        in (text)
+    )
     assert "| rloo | 0 | n/a | n/a | n/a |" in text
     assert (
-        "| grpo_tan | 3 | 3.0 ± 0.0 | 0.263 ± 0.000 | 0.500 ± 0.000 | 0.0800 ± 0.0000 | "
-        "0.0500 ± 0.0000 |" in text
+        "| grpo_tan | 3 | 3.0 [3.0, 3.0] | 0.263 [0.263, 0.263] | 0.500 [0.500, 0.500] | "
+        "0.0800 [0.0800, 0.0800] | 0.0500 [0.0500, 0.0500] |" in text
     )
-    assert "| eppo | 3 | 0.0 ± 0.0 |" in text
+    assert "| eppo | 3 | 0.0 [0.0, 0.0] |" in text
+    assert "95% Student-t interval" in text
+
+
+def test_report_pairs_every_method_with_its_reference_seed_by_seed(partial_report: Path) -> None:
+    text = partial_report.read_text()
+    # eppo - grpo_tan per seed: os +0.5, +0.25, 0; db +0.25 each; mean over tasks +0.375, +0.25,
+    # +0.125. Two-sided exact sign-flip p over 3 seeds: 2 * 1/8 when all differences agree.
+    assert (
+        "| eppo - grpo_tan | [0, 1, 2] | +0.250 [-0.371, +0.871], p = 0.5 | "
+        "+0.250 [+0.250, +0.250], p = 0.25 | +0.250 [-0.061, +0.561], p = 0.25 | exact |"
+    ) in text
+    assert "| rloo - grpo_tan | [] | not enough seeds (0 common) |" in text
+    assert "Paired against eppo (EPPO):" in text and "Paired against rloo (RLOO):" in text
+    assert "| eppo - grpo_tan | [0, 1, 2] | -3.000 [-3.000, -3.000], p = 0.25 |" in text
+
+
+def test_report_gives_the_clipped_share_and_clip_range_per_task(partial_report: Path) -> None:
+    text = partial_report.read_text()
+    # handmade clip range 0.2 +- 0.05 by the task's side of the mean entropy: os above on 5
+    # of 10 steps and db on 4 with the crossing curves; os always above with the banded ones
+    assert (
+        "| grpo_tan | 3 | 0.200 [0.200, 0.200] | 0.190 [0.190, 0.190] | 0.195 [0.195, 0.195] |"
+        in (text)
+    )
+    assert (
+        "| eppo | 3 | 0.250 [0.250, 0.250] | 0.150 [0.150, 0.150] | 0.200 [0.200, 0.200] |" in text
+    )
+    assert "| grpo_tan | 3 | 0.0500 [0.0500, 0.0500] | 0.0500 [0.0500, 0.0500] |" in text
 
 
 def test_report_checks_the_papers_claims(partial_report: Path) -> None:
     text = partial_report.read_text()
     assert (
         "| Table 1 | eppo > grpo_tan on mean_success | EPPO 54.3 vs AgentRL 51.6 AVG | "
-        "0.625 ± 0.125 vs 0.375 ± 0.000 | agrees |" in text
+        "0.625 [0.314, 0.936] vs 0.375 [0.375, 0.375] | [0, 1, 2] | +0.250 [-0.061, +0.561] | "
+        "0.125 | 1 | paired permutation test, one-sided, exact (smallest p possible 0.125) | "
+        "not resolved at this scale |" in text
     )
     assert "| Fig. 1c | eppo < grpo_tan on crossover_count | fewer crossovers |" in text
-    assert "| Table 6 | rloo_eppo > rloo on mean_success |" in text
-    verdicts = json.loads((partial_report.parent / "report.json").read_text())["claims"]
-    assert [v["verdict"] for v in verdicts] == [
-        "agrees",
-        "not run",
-        "not run",
-        "not run",
-        "agrees",
-        "agrees",
-        "agrees",
+    assert (
+        "| Table 6 | rloo_eppo > rloo on mean_success | 57.3 vs 55.9 (three-task) | n/a vs n/a | "
+        "[] | - | - | - | not enough seeds (0 common) | not resolved at this scale |" in text
+    )
+    claims = json.loads((partial_report.parent / "report.json").read_text())["claims"]
+    assert [c["verdict"] for c in claims] == ["not resolved at this scale"] * 7
+    assert claims[0]["claimed"]["p_value"] == 0.125
+    assert claims[0]["claimed"]["alternative"] == "greater"
+    assert claims[4]["claimed"]["alternative"] == "less"  # fewer crossovers
+    assert claims[4]["claimed"]["differences"] == [-3.0, -3.0, -3.0]
+
+
+def seeds_of(values: list[float], run_dir: Path, first: int = 0) -> list[SeedResult]:
+    return [
+        SeedResult(first + k, run_dir, {"mean_success": v}, {"crossover_count": 10 * v})
+        for k, v in enumerate(values)
     ]
 
 
-def test_a_difference_smaller_than_the_seed_spread_is_marked_as_noise(tmp_path: Path) -> None:
-    def seeds(values: list[float]) -> list[SeedResult]:
-        return [SeedResult(k, tmp_path, {"mean_success": v}, {}) for k, v in enumerate(values)]
+def test_a_claim_is_decided_by_the_one_sided_paired_test_over_seeds(tmp_path: Path) -> None:
+    table1, crossovers = PAPER_CLAIMS[0], PAPER_CLAIMS[4]
+    high = seeds_of([0.5, 0.6, 0.7, 0.8, 0.9], tmp_path)
+    low = seeds_of([0.4, 0.5, 0.6, 0.6, 0.7], tmp_path)
+    supported = claim_verdict(table1, {"eppo": high, "grpo_tan": low})
+    assert supported.verdict == "supported"
+    assert supported.claimed.test is not None and supported.claimed.test.p_value == 1 / 32
+    assert supported.claimed.test.method == "exact"
+    assert supported.smallest_p == 1 / 32
+    # fewer crossovers is the claim: eppo's are higher here
+    assert claim_verdict(crossovers, {"eppo": high, "grpo_tan": low}).verdict == "contradicted"
+    assert claim_verdict(table1, {"eppo": low, "grpo_tan": high}).verdict == "contradicted"
+    assert claim_verdict(crossovers, {"eppo": low, "grpo_tan": high}).verdict == "supported"
+    # five seeds, one against the rest: p = 2/32
+    mixed = seeds_of([0.5, 0.6, 0.7, 0.8, 0.5], tmp_path)
+    assert claim_verdict(table1, {"eppo": mixed, "grpo_tan": low}).verdict == (
+        "not resolved at this scale"
+    )
+    # three seeds all one way: p = 1/8 at best
+    three = claim_verdict(table1, {"eppo": high[:3], "grpo_tan": low[:3]})
+    assert three.verdict == "not resolved at this scale" and three.smallest_p == 0.125
+    one = claim_verdict(table1, {"eppo": high[:1], "grpo_tan": low[:1]})
+    assert one.verdict == "not resolved at this scale" and one.claimed.test is None
 
-    table1 = PAPER_CLAIMS[0]
-    assert claim_verdict(table1, {"eppo": seeds([0.5, 0.7]), "grpo_tan": seeds([0.55, 0.6])}) == (
-        "agrees (within noise)"
-    )
-    assert claim_verdict(table1, {"eppo": seeds([0.3]), "grpo_tan": seeds([0.6])}) == (
-        "disagrees (within noise)"
-    )
-    assert claim_verdict(table1, {"eppo": seeds([0.3, 0.3]), "grpo_tan": seeds([0.6, 0.6])}) == (
-        "disagrees"
+
+def test_paired_tests_use_only_the_seeds_both_methods_finished(tmp_path: Path) -> None:
+    ours = seeds_of([0.5, 0.6, 0.7, 0.8, 0.9], tmp_path)
+    theirs = seeds_of([0.25, 0.5, 0.75], tmp_path)
+    for result, seed in zip(theirs, (0, 2, 4), strict=True):
+        result.seed = seed
+    paired = paired_over_seeds({"a": ours, "b": theirs}, "a", "b", "mean_success")
+    assert paired.seeds == (0, 2, 4)
+    assert paired.differences == pytest.approx((0.25, 0.2, 0.15))
+    assert paired.test is not None and paired.test.alternative == "two-sided"
+    assert paired.test.p_value == 0.25
+    assert paired_over_seeds({"a": ours, "b": theirs[:1]}, "a", "b", "mean_success").cell() == (
+        "not enough seeds (1 common)"
     )
 
 
@@ -128,19 +196,34 @@ def test_report_lists_failed_runs_and_json_keeps_every_seed(tmp_path: Path) -> N
     results = finished_runs(tmp_path / "runs")
     failures = {"rloo/seed0": "RuntimeError: out of memory"}
     text = write_compare_report(
-        tmp_path / "out", results, planned_seeds=[0, 1, 2], failures=failures
+        tmp_path / "out",
+        results,
+        planned_seeds={key: [0, 1, 2] for key in results},
+        failures=failures,
     ).read_text()
     assert "- `rloo/seed0`: RuntimeError: out of memory" in text
     data = json.loads((tmp_path / "out" / "report.json").read_text())
     assert [r["seed"] for r in data["methods"]["eppo"]] == [0, 1, 2]
     assert data["methods"]["eppo"][0]["success"] == {"os": 1.0, "db": 0.5, "mean_success": 0.75}
     assert data["failures"] == failures
+    assert data["planned_seeds"] == {key: [0, 1, 2] for key in results}
+    eppo = data["intervals"]["methods"]["eppo"]["mean_success"]
+    assert eppo["mean"] == 0.625 and eppo["n"] == 3 and eppo["std"] == 0.125
+    assert eppo["low"] == pytest.approx(0.3145, abs=1e-4)
+    assert data["intervals"]["methods"]["grpo_tan"]["clip_eps/db"]["mean"] == pytest.approx(0.19)
+    pair = next(
+        p
+        for p in data["paired"]
+        if (p["method"], p["reference"], p["quantity"]) == ("eppo", "grpo_tan", "mean_success")
+    )
+    assert pair["seeds"] == [0, 1, 2] and pair["p_value"] == 0.25
+    assert pair["test"] == "paired permutation test, exact"
 
 
 def test_report_draws_the_comparison_plots(partial_report: Path) -> None:
     text = partial_report.read_text()
     plots = partial_report.parent / "plots"
-    for stem in ("diagnostics", "success", "entropy", "clip_eps", "zscore"):
+    for stem in ("diagnostics", "success", "entropy_by_task", "entropy", "clip_eps", "zscore"):
         assert (plots / f"{stem}.png").stat().st_size > 1000
         assert (plots / f"{stem}.svg").exists()
         assert f"(plots/{stem}.png)" in text
@@ -149,5 +232,44 @@ def test_report_draws_the_comparison_plots(partial_report: Path) -> None:
 def test_a_report_with_every_run_finished_says_complete(tmp_path: Path) -> None:
     results = finished_runs(tmp_path / "runs")
     del results["rloo"]
-    text = write_compare_report(tmp_path / "out", results, planned_seeds=[0, 1, 2]).read_text()
+    text = write_compare_report(
+        tmp_path / "out", results, planned_seeds={key: [0, 1, 2] for key in results}
+    ).read_text()
     assert "Runs finished: 6 of 6 planned (2 methods x seeds [0, 1, 2]): **complete**." in text
+
+
+def test_runs_are_planned_per_method_and_the_start_gives_the_tasks(tmp_path: Path) -> None:
+    planned = {"grpo_tan": [0, 1, 2, 3, 4], "eppo": [0, 1, 2, 3, 4], "rloo": [0, 1, 2]}
+    text = write_compare_report(
+        tmp_path / "out",
+        {key: [] for key in planned},
+        planned_seeds=planned,
+        start_success={"os": 0.5, "db": 0.25},
+        start_name="agentgym-tiny",
+    ).read_text()
+    assert (
+        "Runs finished: 0 of 13 planned (2 methods x seeds [0, 1, 2, 3, 4] + 1 method x seeds "
+        "[0, 1, 2]): **PARTIAL**." in text
+    )
+    assert "| eppo (EPPO) | [0, 1, 2, 3, 4] | [] | [0, 1, 2, 3, 4] |" in text
+    assert "| method | seeds | os | db | mean over tasks |" in text
+    assert "| start (shared) | - | 0.500 | 0.250 | 0.375 |" in text
+    assert "(`agentgym-tiny`)" in text
+
+
+def test_within_each_seed_the_evaluations_are_paired_instance_by_instance(tmp_path: Path) -> None:
+    """eppo solves 4 of 8 os instances that grpo_tan fails, db is 0 for both: the mean over
+    tasks rises 0.25; exact one-sided p = 1/16 (the four flips), two-sided 1/8."""
+    results: dict[str, list[SeedResult]] = {"grpo_tan": [], "eppo": []}
+    for seed in (0, 1):
+        for method, solved in (("grpo_tan", 0), ("eppo", 4)):
+            run = write_run(tmp_path / f"runs/{method}/seed{seed}")
+            outcomes = {"os": [[k < solved] for k in range(8)], "db": [[False]] * 8}
+            results[method].append(collect_seed(seed, write_episodes(run, outcomes)))
+    text = write_compare_report(
+        tmp_path / "out", results, planned_seeds={key: [0, 1] for key in results}
+    ).read_text()
+    assert "| eppo - grpo_tan | 0 | 16 | +0.250 | 0.125 | exact |" in text
+    assert "| eppo - grpo_tan | 1 | 16 | +0.250 | 0.125 | exact |" in text
+    level = json.loads((tmp_path / "out" / "report.json").read_text())["instance_level"]
+    assert [(p["seed"], p["p_value"]) for p in level] == [(0, 0.125), (1, 0.125)]

@@ -505,8 +505,9 @@ def write_report(config: CompareConfig) -> Path:
     return write_compare_report(
         config.report_dir,
         results,
-        planned_seeds=config.seeds,
+        planned_seeds={method: config.method_seeds(method) for method in config.methods},
         start_success=_start_success(config),
+        start_name=str(config.sft_checkpoint or "the SFT checkpoint trained for the comparison"),
         failures=failures,
     )
 

@@ -1,45 +1,104 @@
-"""The report of a method comparison: dev success and entropy diagnostics over seeds.
+"""The report of a method comparison: dev success, clipping and entropy diagnostics over
+seeds, every difference tested pair by pair, the paper's claims judged by those tests.
 
 Input: for each method, the run directories of its finished seeds (layout in
-docs/trainer.md, "The run directory"). Output, in the comparison folder:
+docs/trainer.md, "The run directory"), its planned seeds, and the shared start's dev
+success. Output, in the comparison folder:
 
-- ``report.md``: dev success per task after RL (mean ± std over seeds), the three
-  diagnostics of figure 1(c) per method, the paper's claims checked against our numbers,
-  and the plots;
-- ``report.json``: every per-seed number behind those tables;
-- ``plots/``: diagnostics per method (figure 1c), mean success per method, per-task entropy
-  of each method (figure 1a/b), clip range and z-scores (figure 4), PNG and SVG.
+- ``report.md``: the runs finished of those planned per method; the paper's tables 1, 4
+  and 6 on our numbers (success per task and its mean over tasks, each a mean over seeds
+  with its 95% Student-t interval, the start as a reference row) and, below each, every
+  method paired against the table's reference; the instance-level paired test within each
+  seed; per method and task the share of loss tokens clipped and the mean clip range;
+  figure 1(c)'s three diagnostics; the verdict on each of the paper's claims; the plots;
+- ``report.json``: every per-seed number, interval and test behind those tables;
+- ``plots/``: diagnostics per method (figure 1c) and mean success, with 95% t intervals;
+  per-task entropy of AgentRL and EPPO side by side (mean over seeds, one panel per task);
+  per-task entropy, clip range and z-scores of each method's first seed (figure 1a/b, 4).
 
-Standard deviations are over seeds with ``ddof=1`` (0 for a single seed); the mean over
-tasks is unweighted, as the paper's AVG column.
+Two methods are compared on the seeds both finished (the same seed draws the same
+training instances in every method): the paired differences' mean, its 95% t interval,
+and the exact sign-flip test of :func:`~.stats.paired_permutation_test` on them. The mean
+over tasks is unweighted, as the paper's AVG column.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from .diagnostics import finite_mean, finite_std
+from .paired_eval import compare_evals
 from .plots import ordered_tasks, plot_method_bars, plot_method_grid
 from .report import run_diagnostics
-from .run_dir import eval_success, json_safe, read_evals, read_metrics
+from .run_dir import RunMetrics, eval_success, json_safe, read_evals, read_metrics
+from .stats import TestResult, mean_interval, paired_permutation_test
 
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
+START_LABEL = "start (shared)"
+ALPHA = 0.05
+"""A one-sided p under this, in either direction, decides a claim."""
+
+BASELINE = "grpo_tan"
+HEADLINE = (BASELINE, "eppo")
+"""The pair whose per-task entropy curves are drawn side by side."""
+
+METHOD_NAMES = {
+    "grpo_tan": "AgentRL",
+    "eppo": "EPPO",
+    "eppo_no_taskwise": "EPPO w/o task-wise clip",
+    "eppo_no_trend": "EPPO w/o trend constraint",
+    "dapo": "DAPO",
+    "dcpo": "DCPO",
+    "bapo": "BAPO",
+    "rloo": "RLOO",
+    "rloo_eppo": "RLOO + EPPO",
+}
+"""The paper's name of each method of ``configs/compare-cpu.yaml``."""
 
 DIAGNOSTIC_TITLES = {
     "crossover_count": "crossover count (lower better)",
     "trend_r2": "trend R² vs log t (higher better)",
     "late_spike_max": "late spike amplitude (lower better)",
 }
-
+DIAGNOSTIC_DIGITS = {"crossover_count": 1, "trend_r2": 3, "late_spike_max": 3}
 
 CLIP_SHARES = {"ratio_outside_share": (), "clipped_share": ("clip_fraction",)}
 """Per-step clip metrics averaged per seed, with the names older runs recorded them under."""
+
+PER_TASK_CLIP = {
+    "clipped_share": ("share of loss tokens clipped", ("clip_fraction",), 4),
+    "clip_eps": ("mean clip range ε", (), 3),
+}
+"""Per-task metrics averaged over steps per seed: (title, older names, digits)."""
+
+
+@dataclass(frozen=True)
+class PaperTable:
+    """One of the paper's success tables on our numbers: its rows (every method when
+    empty) and the method every other row is paired against."""
+
+    source: str
+    title: str
+    methods: tuple[str, ...]
+    reference: str
+
+
+PAPER_TABLES = (
+    PaperTable("Table 1", "every method", (), BASELINE),
+    PaperTable(
+        "Table 4", "EPPO and its ablations", ("eppo", "eppo_no_taskwise", "eppo_no_trend"), "eppo"
+    ),
+    PaperTable("Table 6", "RLOO and RLOO + EPPO", ("rloo", "rloo_eppo"), "rloo"),
+)
 
 
 @dataclass(frozen=True)
@@ -56,8 +115,20 @@ class PaperClaim:
 
 PAPER_CLAIMS = (
     PaperClaim("Table 1", "mean_success", "eppo", "grpo_tan", "EPPO 54.3 vs AgentRL 51.6 AVG"),
-    PaperClaim("Table 4", "mean_success", "eppo", "eppo_no_taskwise", "54.3 vs 48.8 (five-task)"),
-    PaperClaim("Table 4", "mean_success", "eppo", "eppo_no_trend", "54.3 vs 47.1 (five-task)"),
+    PaperClaim(
+        "Table 4",
+        "mean_success",
+        "eppo",
+        "eppo_no_taskwise",
+        "54.3 vs 48.8 (five-task), 59.1 vs 58.4 (three-task)",
+    ),
+    PaperClaim(
+        "Table 4",
+        "mean_success",
+        "eppo",
+        "eppo_no_trend",
+        "54.3 vs 47.1 (five-task), 59.1 vs 57.6 (three-task)",
+    ),
     PaperClaim("Table 6", "mean_success", "rloo_eppo", "rloo", "57.3 vs 55.9 (three-task)"),
     PaperClaim(
         "Fig. 1c", "crossover_count", "eppo", "grpo_tan", "fewer crossovers", higher_is_better=False
@@ -77,16 +148,26 @@ PAPER_CLAIMS = (
 
 @dataclass
 class SeedResult:
-    """What one finished run contributes: dev success after RL and its diagnostics."""
+    """What one finished run contributes: dev success after RL, its diagnostics, per-task
+    clip metrics (mean over steps), and the evaluation and metrics they come from."""
 
     seed: int
     run_dir: Path
     success: dict[str, float]
     diagnostics: dict[str, float]
+    per_task: dict[str, dict[str, float]] = field(default_factory=dict)
+    evaluation: dict[str, Any] | None = None
+    metrics: RunMetrics | None = None
+
+    def value(self, quantity: str) -> float:
+        """A task's success, ``mean_success``, or a diagnostic (``NaN`` if the run has none)."""
+        if quantity in self.success:
+            return self.success[quantity]
+        return self.diagnostics.get(quantity, math.nan)
 
 
 def collect_seed(seed: int, run_dir: Path) -> SeedResult:
-    """Read one finished run: ``eval_after_rl.json`` and the diagnostics of its entropy curves."""
+    """Read one finished run: ``eval_after_rl.json`` and the diagnostics of its metrics."""
     evals = read_evals(run_dir)
     if "after_rl" not in evals:
         raise FileNotFoundError(f"{run_dir}: no eval_after_rl.json; the run did not finish")
@@ -94,6 +175,7 @@ def collect_seed(seed: int, run_dir: Path) -> SeedResult:
     success["mean_success"] = finite_mean(success.values())
     metrics = read_metrics(run_dir)
     diagnostics = dict.fromkeys([*DIAGNOSTIC_TITLES, *CLIP_SHARES], math.nan)
+    per_task: dict[str, dict[str, float]] = {}
     if metrics.num_steps:
         result = run_diagnostics(metrics)
         diagnostics.update(
@@ -107,10 +189,15 @@ def collect_seed(seed: int, run_dir: Path) -> SeedResult:
                 for series in _first_series(metrics, (key, *old_names)).values()
                 for value in series.tolist()
             )
-    return SeedResult(seed, run_dir, success, diagnostics)
+        for key, (_, old_names, _) in PER_TASK_CLIP.items():
+            per_task[key] = {
+                task: finite_mean(series.tolist())
+                for task, series in _first_series(metrics, (key, *old_names)).items()
+            }
+    return SeedResult(seed, run_dir, success, diagnostics, per_task, evals["after_rl"], metrics)
 
 
-def _first_series(metrics: Any, names: Sequence[str]) -> dict[str, Any]:
+def _first_series(metrics: RunMetrics, names: Sequence[str]) -> dict[str, NDArray[np.float64]]:
     """The per-task series of the first of ``names`` the run recorded (runs written
     before a metric was renamed carry its old name)."""
     for name in names:
@@ -120,190 +207,590 @@ def _first_series(metrics: Any, names: Sequence[str]) -> dict[str, Any]:
     return {}
 
 
-def mean_std(values: Sequence[float], digits: int = 3) -> str:
-    """``mean ± std`` over seeds, or ``n/a`` when no seed has a value."""
-    if not any(math.isfinite(v) for v in values):
+def interval_cell(values: Iterable[float], digits: int = 3) -> str:
+    """``mean [low, high]``: the mean over seeds with its 95% Student-t interval; one
+    seed has no interval, no seed no value (``NaN`` values are left out).
+
+    >>> interval_cell([0.75, 0.625, 0.5])
+    '0.625 [0.314, 0.936]'
+    >>> interval_cell([0.4]), interval_cell([float("nan")])
+    ('0.400 (1 seed)', 'n/a')
+    """
+    finite = [float(v) for v in values if math.isfinite(v)]
+    if not finite:
         return "n/a"
-    return f"{finite_mean(values):.{digits}f} ± {finite_std(values):.{digits}f}"
+    interval = mean_interval(finite)
+    if interval.n == 1:
+        return f"{interval.mean:.{digits}f} (1 seed)"
+    return f"{interval.mean:.{digits}f} [{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
+
+
+def _summary(values: Iterable[float]) -> dict[str, float | int]:
+    """Mean, 95% t interval, sample std and count of the finite values (for the JSON)."""
+    finite = [float(v) for v in values if math.isfinite(v)]
+    if not finite:
+        return {"n": 0}
+    interval = mean_interval(finite)
+    return {
+        "mean": interval.mean,
+        "low": interval.low,
+        "high": interval.high,
+        "std": finite_std(finite),
+        "n": interval.n,
+    }
+
+
+@dataclass(frozen=True)
+class PairedSeeds:
+    """``method`` against ``reference`` on one quantity, paired by seed: the differences
+    (method - reference) on the seeds both have, and their test (``None`` under 2 seeds)."""
+
+    method: str
+    reference: str
+    quantity: str
+    seeds: tuple[int, ...]
+    differences: tuple[float, ...]
+    test: TestResult | None
+
+    def cell(self) -> str:
+        """``+diff [low, high], p = ..``, or why there is no test."""
+        if self.test is None:
+            return f"not enough seeds ({len(self.seeds)} common)"
+        d = self.test.difference
+        return f"{d.mean:+.3f} [{d.low:+.3f}, {d.high:+.3f}], p = {self.test.p_value:.3g}"
+
+
+def paired_over_seeds(
+    results: Mapping[str, Sequence[SeedResult]],
+    method: str,
+    reference: str,
+    quantity: str,
+    alternative: str = "two-sided",
+) -> PairedSeeds:
+    """The paired test of ``method`` against ``reference`` on ``quantity`` over the seeds
+    both finished with a value: :func:`~.stats.paired_permutation_test` (one group, the
+    seeds; exact sign flips wherever they can be enumerated) on method - reference.
+
+    >>> runs = {m: [SeedResult(s, Path(), {"mean_success": v + s / 10}, {}) for s in range(3)]
+    ...         for m, v in (("a", 0.5), ("b", 0.25))}
+    >>> paired = paired_over_seeds(runs, "a", "b", "mean_success", "greater")
+    >>> paired.seeds, round(paired.test.p_value, 3), paired.test.method
+    ((0, 1, 2), 0.125, 'exact')
+    """
+    ours = {r.seed: r.value(quantity) for r in results.get(method, ())}
+    theirs = {r.seed: r.value(quantity) for r in results.get(reference, ())}
+    seeds = tuple(
+        s
+        for s in sorted(set(ours) & set(theirs))
+        if math.isfinite(ours[s]) and math.isfinite(theirs[s])
+    )
+    differences = tuple(ours[s] - theirs[s] for s in seeds)
+    test = paired_permutation_test({"seeds": differences}, alternative) if len(seeds) >= 2 else None
+    return PairedSeeds(method, reference, quantity, seeds, differences, test)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A claim judged by the paired test over seeds, one-sided each way."""
+
+    claim: PaperClaim
+    verdict: str  # "supported", "contradicted" or "not resolved at this scale"
+    claimed: PairedSeeds  # better - worse, the claim's direction
+    opposite: PairedSeeds  # the other direction
+
+    @property
+    def smallest_p(self) -> float:
+        """The smallest one-sided p the exact sign-flip test can give on these seeds:
+        ``2^-n`` for ``n`` non-zero differences (a zero difference flips to itself)."""
+        return 0.5 ** sum(1 for d in self.claimed.differences if d != 0)
+
+
+def claim_verdict(claim: PaperClaim, results: Mapping[str, Sequence[SeedResult]]) -> Verdict:
+    """Whether our seeds support a claim of the paper: *supported* when the one-sided
+    paired test in the claim's direction has p < :data:`ALPHA`, *contradicted* when the
+    one in the opposite direction does, otherwise *not resolved at this scale* (always
+    so with fewer than two common seeds)."""
+    directions = ("greater", "less") if claim.higher_is_better else ("less", "greater")
+    claimed, opposite = (
+        paired_over_seeds(results, claim.better, claim.worse, claim.quantity, alternative)
+        for alternative in directions
+    )
+    verdict = "not resolved at this scale"
+    if claimed.test is not None and opposite.test is not None:
+        if claimed.test.p_value < ALPHA:
+            verdict = "supported"
+        elif opposite.test.p_value < ALPHA:
+            verdict = "contradicted"
+    return Verdict(claim, verdict, claimed, opposite)
+
+
+@dataclass(frozen=True)
+class InstancePairs:
+    """``method`` against ``reference`` within one seed, instance by instance
+    (:func:`~.paired_eval.compare_evals` of their two evaluations)."""
+
+    method: str
+    reference: str
+    seed: int
+    instances: int
+    difference: float  # mean over tasks of success, method - reference
+    p_value: float  # two-sided: twice the smaller one-sided p
+    test_method: str
+
+
+def instance_pairs(
+    results: Mapping[str, Sequence[SeedResult]], method: str, reference: str
+) -> list[InstancePairs]:
+    """The instance-level paired test of each seed both methods finished with their
+    evaluation's episodes (evaluations written before episodes were recorded are skipped)."""
+    ours = {r.seed: r.evaluation for r in results.get(method, ())}
+    theirs = {r.seed: r.evaluation for r in results.get(reference, ())}
+    pairs = []
+    for seed in sorted(set(ours) & set(theirs)):
+        a, b = theirs[seed], ours[seed]
+        if a is None or b is None or "episodes" not in a or "episodes" not in b:
+            continue
+        better, worse = compare_evals(a, b), compare_evals(b, a)  # each test is one-sided
+        pairs.append(
+            InstancePairs(
+                method,
+                reference,
+                seed,
+                sum(task.instances for task in better.tasks.values()),
+                better.mean_after - better.mean_before,
+                min(1.0, 2.0 * min(better.test.p_value, worse.test.p_value)),
+                better.test.method,
+            )
+        )
+    return pairs
+
+
+def table_rows(table: PaperTable, methods: Sequence[str]) -> list[str]:
+    """The methods of ``table`` among ``methods``: in the paper's order, or all of them."""
+    return [m for m in table.methods if m in methods] if table.methods else list(methods)
+
+
+def table_pairs(table: PaperTable, methods: Sequence[str]) -> list[tuple[str, str]]:
+    """The (method, reference) pairs of ``table`` among ``methods``, in display order.
+
+    >>> table_pairs(PAPER_TABLES[1], ["grpo_tan", "eppo", "eppo_no_trend", "eppo_no_taskwise"])
+    [('eppo_no_taskwise', 'eppo'), ('eppo_no_trend', 'eppo')]
+    """
+    rows = table_rows(table, methods)
+    if table.reference not in rows:
+        return []
+    return [(m, table.reference) for m in rows if m != table.reference]
+
+
+def method_label(method: str) -> str:
+    """``eppo`` -> ``eppo (EPPO)``: the config's name and the paper's."""
+    name = METHOD_NAMES.get(method)
+    return f"{method} ({name})" if name else method
+
+
+STATISTICS_NOTE = (
+    "Each cell over seeds is `mean [low, high]`: the mean over the method's finished seeds "
+    "and its 95% Student-t interval (mean ± t(0.975, n-1) · s / √n, s the sample std over "
+    "seeds); a single seed has no interval. A paired cell is `+difference [low, high], p`: "
+    "the mean over the seeds both methods finished (the same seed draws the same training "
+    "instances) of method - reference, its 95% t interval, and the two-sided p of the "
+    "paired sign-flip permutation test over those seeds (`p from` names how the p was had: "
+    "exact enumeration or Monte Carlo). With n paired seeds no two-sided p is below "
+    "2^(1-n): 0.0625 with 5 seeds, 0.25 with 3. Under two common seeds there is no test."
+)
+
+VERDICT_NOTE = (
+    f"A claim is *supported* when the one-sided paired test over seeds in the claim's "
+    f"direction has p < {ALPHA}, *contradicted* when the one-sided test of the opposite "
+    f"direction has p < {ALPHA}, and *not resolved at this scale* otherwise (with n seeds "
+    f"the exact test's p is at least 2^-n: three seeds can never reach {ALPHA})."
+)
+
+
+PLOTS_NOTE = (
+    "Bars (`diagnostics`, `success`): the mean over seeds, error bars its 95% t interval "
+    "(none for one seed). `entropy_by_task`: AgentRL's and EPPO's entropy per task, the mean "
+    "over seeds at each step. `entropy`, `clip_eps`, `zscore`: each method's first finished "
+    "seed."
+)
 
 
 def write_compare_report(
     output_dir: Path,
     results: Mapping[str, Sequence[SeedResult]],
     *,
-    planned_seeds: Sequence[int],
+    planned_seeds: Mapping[str, Sequence[int]],
     start_success: Mapping[str, float] | None = None,
+    start_name: str | None = None,
     failures: Mapping[str, str] | None = None,
 ) -> Path:
     """Write ``report.md``, ``report.json`` and the plots; return ``report.md``.
 
     ``results`` maps each method (in display order) to its finished seeds; methods with
-    none still get a row that says so. ``start_success`` is the shared SFT checkpoint's dev
-    success (``eval_after_sft.json``), shown as the starting point. ``failures`` maps a run
-    (``method/seed``) to its error, listed so a partial report never reads as complete.
+    none still get a row that says so. ``planned_seeds`` maps each method to the seeds it
+    is planned with. ``start_success`` is the dev success of the checkpoint every run
+    starts RL from (``start_name``: a named base model, or the SFT checkpoint trained for
+    the comparison), its reference row. ``failures`` maps a run (``method/seed``) to its
+    error, listed so a partial report never reads as complete.
     """
     output_dir.mkdir(parents=True, exist_ok=True)
     failures = dict(failures or {})
-    planned = len(results) * len(planned_seeds)
-    finished = sum(len(seeds) for seeds in results.values())
     tasks = ordered_tasks(
         {t for seeds in results.values() for r in seeds for t in r.success} - {"mean_success"}
+        | set(start_success or {})
     )
+    paired = {
+        table.source: [
+            paired_over_seeds(results, m, ref, q)
+            for m, ref in table_pairs(table, list(results))
+            for q in [*tasks, "mean_success"]
+        ]
+        for table in PAPER_TABLES
+    }
+    diagnostic_pairs = [
+        paired_over_seeds(results, m, ref, q)
+        for m, ref in table_pairs(PAPER_TABLES[0], list(results))
+        for q in DIAGNOSTIC_TITLES
+    ]
+    instance_level = [
+        pair
+        for table in PAPER_TABLES
+        for m, ref in table_pairs(table, list(results))
+        for pair in instance_pairs(results, m, ref)
+    ]
+    verdicts = [claim_verdict(claim, results) for claim in PAPER_CLAIMS]
     plots = _write_plots(output_dir / "plots", results)
-    (output_dir / REPORT_JSON).write_text(
-        json.dumps(
-            _report_json(results, planned_seeds, start_success, failures),
-            indent=2,
-        )
-        + "\n"
+    report_json = _report_json(
+        results,
+        planned_seeds,
+        start_success,
+        start_name,
+        failures,
+        tasks,
+        [*(p for pairs in paired.values() for p in pairs), *diagnostic_pairs],
+        instance_level,
+        verdicts,
     )
+    (output_dir / REPORT_JSON).write_text(json.dumps(report_json, indent=2) + "\n")
+
     lines = ["# Method comparison", ""]
-    status = "complete" if finished == planned and not failures else "PARTIAL"
-    lines.append(
-        f"Runs finished: {finished} of {planned} planned ({len(results)} methods x seeds "
-        f"{list(planned_seeds)}): **{status}**."
-    )
-    if failures:
-        lines += ["", "Failed runs (rerun the comparison to retry them):", ""]
-        lines += [f"- `{run}`: {error}" for run, error in failures.items()]
-    lines += ["", "## Dev success after RL (mean ± std over seeds)", ""]
-    lines.append(_success_table(results, tasks, start_success))
-    lines += ["", "## Entropy diagnostics (figure 1c; mean ± std over seeds)", ""]
+    lines += _runs_section(results, planned_seeds, failures)
+    lines += ["", "## How the numbers are made", "", STATISTICS_NOTE]
+    if start_success:
+        name = f" (`{start_name}`)" if start_name else ""
+        lines += [
+            "",
+            f"The {START_LABEL} row of each table is the checkpoint every run starts RL "
+            f"from{name}, evaluated once with the same protocol: one evaluation, no interval.",
+        ]
+    for table in PAPER_TABLES:
+        lines += ["", f"## {table.source}: dev success after RL, {table.title}", ""]
+        lines.append(
+            _success_table(results, table_rows(table, list(results)), tasks, start_success)
+        )
+        lines += ["", f"Paired against {method_label(table.reference)}:", ""]
+        lines.append(_paired_table(paired[table.source], [*tasks, "mean_success"]))
+    lines += ["", "## Instance-level paired tests within each seed (secondary view)", ""]
+    lines.append(_instance_table(instance_level))
+    lines += ["", "## Clipping per task (mean over steps, then over seeds)", ""]
+    for key, (title, _, digits) in PER_TASK_CLIP.items():
+        lines += [f"{title[0].upper()}{title[1:]} (`{key}`):", ""]
+        lines += [_per_task_table(results, tasks, key, digits), ""]
+    lines += ["## Entropy diagnostics (figure 1c)", ""]
     lines.append(_diagnostics_table(results))
     lines += [
         "",
         "The two clip columns are means over steps and tasks: the share of loss tokens whose "
         "importance ratio lay outside their clip range, and the share whose gradient the clip "
         "removed. Near 0, the clip policies barely act on the loss.",
+        "",
+        f"Paired against {method_label(BASELINE)}:",
+        "",
+        _paired_table(diagnostic_pairs, list(DIAGNOSTIC_TITLES)),
     ]
     lines += ["", "## The paper's claims on our numbers", ""]
-    lines.append(_claims_table(results))
+    lines.append(_claims_table(results, verdicts))
+    lines += ["", VERDICT_NOTE]
     if plots:
-        lines += ["", "## Plots", ""]
+        lines += ["", "## Plots", "", PLOTS_NOTE, ""]
         lines += [f"![{name}](plots/{path.name})" for name, path in plots.items()]
     report = output_dir / REPORT_MD
     report.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return report
 
 
+def _runs_section(
+    results: Mapping[str, Sequence[SeedResult]],
+    planned_seeds: Mapping[str, Sequence[int]],
+    failures: Mapping[str, str],
+) -> list[str]:
+    planned = {m: list(planned_seeds.get(m, ())) for m in results}
+    groups: dict[tuple[int, ...], int] = {}
+    for seeds in planned.values():
+        groups[tuple(seeds)] = groups.get(tuple(seeds), 0) + 1
+    plan = " + ".join(
+        f"{count} method{'s' if count > 1 else ''} x seeds {list(seeds)}"
+        for seeds, count in groups.items()
+    )
+    total = sum(len(seeds) for seeds in planned.values())
+    finished = sum(len(seeds) for seeds in results.values())
+    status = "complete" if finished == total and not failures else "PARTIAL"
+    lines = [f"Runs finished: {finished} of {total} planned ({plan}): **{status}**.", ""]
+    lines += ["| method | planned seeds | finished | missing |", "|---|---|---|---|"]
+    for method, seeds in planned.items():
+        done = sorted(r.seed for r in results[method])
+        missing = [s for s in seeds if s not in done]
+        lines.append(f"| {method_label(method)} | {seeds} | {done} | {missing or '-'} |")
+    if failures:
+        lines += ["", "Failed runs (rerun the comparison to retry them):", ""]
+        lines += [f"- `{run}`: {error}" for run, error in failures.items()]
+    return lines
+
+
+def _header(first: Sequence[str], columns: Sequence[str]) -> list[str]:
+    return [
+        "| " + " | ".join([*first, *columns]) + " |",
+        "|" + "---|" * len(first) + "---:|" * len(columns),
+    ]
+
+
 def _success_table(
     results: Mapping[str, Sequence[SeedResult]],
+    methods: Sequence[str],
     tasks: list[str],
     start_success: Mapping[str, float] | None,
 ) -> str:
-    rows = [
-        "| method | seeds | " + " | ".join(tasks) + " | mean over tasks |",
-        "|---|---:|" + "---:|" * (len(tasks) + 1),
-    ]
+    rows = _header(["method", "seeds"], [*tasks, "mean over tasks"])
     if start_success:
         cells = [f"{start_success.get(task, math.nan):.3f}" for task in tasks]
         start_mean = finite_mean(start_success.get(task, math.nan) for task in tasks)
-        rows.append("| SFT start (shared) | - | " + " | ".join(cells) + f" | {start_mean:.3f} |")
+        rows.append(f"| {START_LABEL} | - | " + " | ".join(cells) + f" | {start_mean:.3f} |")
+    for method in methods:
+        seeds = results[method]
+        cells = [interval_cell(r.value(q) for r in seeds) for q in [*tasks, "mean_success"]]
+        rows.append(f"| {method} | {len(seeds)} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _paired_table(pairs: Sequence[PairedSeeds], quantities: Sequence[str]) -> str:
+    """One row per (method, reference), one paired cell per quantity."""
+    by_row: dict[tuple[str, str], dict[str, PairedSeeds]] = {}
+    for pair in pairs:
+        by_row.setdefault((pair.method, pair.reference), {})[pair.quantity] = pair
+    names = ["mean over tasks" if q == "mean_success" else q for q in quantities]
+    rows = _header(["method - reference", "seeds paired"], [*names, "p from"])
+    if not by_row:
+        return "\n".join([*rows, "| no method of the comparison to pair |"])
+    for (method, reference), cells in by_row.items():
+        seeds = max((cells[q].seeds for q in quantities), key=len)
+        sources = sorted({c.test.method for c in cells.values() if c.test is not None})
+        row = [f"{method} - {reference}", str(list(seeds))]
+        row += [cells[q].cell() for q in quantities]
+        row.append(", ".join(sources) or "-")
+        rows.append("| " + " | ".join(row) + " |")
+    return "\n".join(rows)
+
+
+def _instance_table(pairs: Sequence[InstancePairs]) -> str:
+    if not pairs:
+        return "No pair of runs with per-episode evaluations on a common seed yet."
+    rows = [
+        "Within one seed both runs played the same dev instances: per instance the change in "
+        "success rate over its samples, tested by the paired sign-flip permutation test of "
+        "the mean over tasks (two-sided: twice the smaller one-sided p).",
+        "",
+        *_header(
+            ["method - reference", "seed"],
+            ["instances", "success difference (mean over tasks)", "p", "p from"],
+        ),
+    ]
+    for p in pairs:
+        rows.append(
+            f"| {p.method} - {p.reference} | {p.seed} | {p.instances} | {p.difference:+.3f} | "
+            f"{p.p_value:.3g} | {p.test_method} |"
+        )
+    return "\n".join(rows)
+
+
+def _per_task_table(
+    results: Mapping[str, Sequence[SeedResult]], tasks: list[str], key: str, digits: int
+) -> str:
+    rows = _header(["method", "seeds"], [*tasks, "mean over tasks"])
     for method, seeds in results.items():
-        cells = [mean_std([r.success.get(t, math.nan) for r in seeds]) for t in tasks]
-        cells.append(mean_std([r.success["mean_success"] for r in seeds]))
+        per_seed = [r.per_task.get(key, {}) for r in seeds]
+        cells = [interval_cell((v.get(t, math.nan) for v in per_seed), digits) for t in tasks]
+        cells.append(interval_cell((finite_mean(v.values()) for v in per_seed), digits))
         rows.append(f"| {method} | {len(seeds)} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
 def _diagnostics_table(results: Mapping[str, Sequence[SeedResult]]) -> str:
-    rows = [
-        "| method | seeds | crossover count ↓ | trend R² ↑ | late spike amplitude ↓ | "
-        "ratio outside clip range | gradient clipped |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
+    rows = _header(
+        ["method", "seeds"],
+        [
+            "crossover count ↓",
+            "trend R² ↑",
+            "late spike amplitude ↓",
+            "ratio outside clip range",
+            "gradient clipped",
+        ],
+    )
     for method, seeds in results.items():
         cells = [
-            mean_std([r.diagnostics[key] for r in seeds], 1 if key == "crossover_count" else 3)
+            interval_cell((r.value(key) for r in seeds), DIAGNOSTIC_DIGITS[key])
             for key in DIAGNOSTIC_TITLES
         ]
-        for key in CLIP_SHARES:
-            cells.append(mean_std([r.diagnostics.get(key, math.nan) for r in seeds], 4))
+        cells += [interval_cell((r.value(key) for r in seeds), 4) for key in CLIP_SHARES]
         rows.append(f"| {method} | {len(seeds)} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
-def _values(seeds: Sequence[SeedResult], quantity: str) -> list[float]:
-    if quantity == "mean_success":
-        return [r.success["mean_success"] for r in seeds]
-    return [r.diagnostics[quantity] for r in seeds]
-
-
-def claim_verdict(claim: PaperClaim, results: Mapping[str, Sequence[SeedResult]]) -> str:
-    """Whether our seeds agree with a claim of the paper.
-
-    "agrees" / "disagrees" by the sign of the difference of means; "(within noise)" is added
-    when that difference is smaller than the larger of the two standard deviations over
-    seeds, so a handful of seeds cannot pass for evidence either way.
-    """
-    better, worse = results.get(claim.better, ()), results.get(claim.worse, ())
-    a, b = _values(better, claim.quantity), _values(worse, claim.quantity)
-    if not any(map(math.isfinite, a)) or not any(map(math.isfinite, b)):
-        return "not run"
-    difference = finite_mean(a) - finite_mean(b)
-    if not claim.higher_is_better:
-        difference = -difference
-    verdict = "agrees" if difference > 0 else "ties" if difference == 0 else "disagrees"
-    if abs(difference) < max(finite_std(a), finite_std(b)) or min(len(a), len(b)) < 2:
-        verdict += " (within noise)"
-    return verdict
-
-
-def _claims_table(results: Mapping[str, Sequence[SeedResult]]) -> str:
-    rows = ["| source | claim | paper | ours | verdict |", "|---|---|---|---|---|"]
-    for claim in PAPER_CLAIMS:
+def _claims_table(results: Mapping[str, Sequence[SeedResult]], verdicts: Sequence[Verdict]) -> str:
+    rows = [
+        "| source | claim | paper | ours | seeds paired | difference (better - worse) | "
+        "p claimed | p opposite | test | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for v in verdicts:
+        claim = v.claim
         sign = ">" if claim.higher_is_better else "<"
-        ours = (
-            f"{mean_std(_values(results.get(claim.better, ()), claim.quantity))} vs "
-            f"{mean_std(_values(results.get(claim.worse, ()), claim.quantity))}"
+        digits = DIAGNOSTIC_DIGITS.get(claim.quantity, 3)
+        ours = " vs ".join(
+            interval_cell((r.value(claim.quantity) for r in results.get(m, ())), digits)
+            for m in (claim.better, claim.worse)
         )
+        if v.claimed.test is None or v.opposite.test is None:
+            tested = ["-", "-", "-", f"not enough seeds ({len(v.claimed.seeds)} common)"]
+        else:
+            d = v.claimed.test.difference
+            tested = [
+                f"{d.mean:+.3f} [{d.low:+.3f}, {d.high:+.3f}]",
+                f"{v.claimed.test.p_value:.3g}",
+                f"{v.opposite.test.p_value:.3g}",
+                f"{v.claimed.test.name}, one-sided, {v.claimed.test.method} "
+                f"(smallest p possible {v.smallest_p:.3g})",
+            ]
         rows.append(
             f"| {claim.source} | {claim.better} {sign} {claim.worse} on {claim.quantity} | "
-            f"{claim.paper} | {ours} | {claim_verdict(claim, results)} |"
+            f"{claim.paper} | {ours} | {list(v.claimed.seeds)} | " + " | ".join(tested) + f" | "
+            f"{v.verdict} |"
         )
     return "\n".join(rows)
 
 
+def _t_half_width(values: Sequence[float]) -> float:
+    """Half the 95% t interval of the finite values (0 under two): the plots' error bar."""
+    finite = [float(v) for v in values if math.isfinite(v)]
+    if len(finite) < 2:
+        return 0.0
+    interval = mean_interval(finite)
+    return interval.high - interval.mean
+
+
+def _metrics(result: SeedResult) -> RunMetrics:
+    return result.metrics if result.metrics is not None else read_metrics(result.run_dir)
+
+
+def mean_curves(
+    runs: Sequence[RunMetrics], field_name: str, steps: NDArray[np.int64]
+) -> dict[str, NDArray[np.float64]]:
+    """Each task's ``field_name`` at each of ``steps``: the mean over the runs that
+    recorded it at that step (``NaN`` where none did).
+
+    >>> from agentgym_eppo.trainer.analysis.run_dir import RunMetrics
+    >>> runs = [RunMetrics(np.asarray([1, 2]), ({"tasks": {"os": {"entropy": e}}}, {"tasks": {}}))
+    ...         for e in (1.0, 2.0)]
+    >>> mean_curves(runs, "entropy", np.asarray([1, 2]))["os"].tolist()
+    [1.5, nan]
+    """
+    position = {int(s): k for k, s in enumerate(steps)}
+    sums: dict[str, NDArray[np.float64]] = {}
+    counts: dict[str, NDArray[np.float64]] = {}
+    for run in runs:
+        at = np.asarray([position[int(s)] for s in run.steps], dtype=np.int64)
+        for task, series in run.task_series(field_name).items():
+            finite = np.isfinite(series)
+            sums.setdefault(task, np.zeros(len(steps)))[at[finite]] += series[finite]
+            counts.setdefault(task, np.zeros(len(steps)))[at[finite]] += 1
+    return {
+        task: np.where(counts[task] > 0, sums[task] / np.maximum(counts[task], 1), np.nan)
+        for task in sums
+    }
+
+
 def _write_plots(plots_dir: Path, results: Mapping[str, Sequence[SeedResult]]) -> dict[str, Path]:
-    """Figure 1(c)-style bars and per-method curves (first finished seed of each method)."""
+    """Figure 1(c)-style bars with 95% t intervals, AgentRL's and EPPO's mean entropy per
+    task side by side, and per-method curves (first finished seed of each method)."""
     finished = {method: seeds for method, seeds in results.items() if seeds}
     if not finished:
         return {}
     written = {}
     bars = {
-        key: {m: [r.diagnostics[key] for r in seeds] for m, seeds in finished.items()}
+        key: {m: [r.value(key) for r in seeds] for m, seeds in finished.items()}
         for key in DIAGNOSTIC_TITLES
     }
     written["diagnostics"] = plot_method_bars(
-        bars, titles=DIAGNOSTIC_TITLES, stem=plots_dir / "diagnostics"
+        bars, titles=DIAGNOSTIC_TITLES, stem=plots_dir / "diagnostics", spread=_t_half_width
     )[0]
-    success = {"mean_success": {m: _values(seeds, "mean_success") for m, seeds in finished.items()}}
+    success = {
+        "mean_success": {m: [r.value("mean_success") for r in s] for m, s in finished.items()}
+    }
     written["success"] = plot_method_bars(
         success,
         titles={"mean_success": "dev success after RL, mean over tasks"},
         stem=plots_dir / "success",
+        spread=_t_half_width,
     )[0]
-    metrics = {method: read_metrics(seeds[0].run_dir) for method, seeds in finished.items()}
-    for field, ylabel in (("entropy", "entropy (nats)"), ("clip_eps", "clip ε"), ("zscore", "z")):
+    runs = {m: [_metrics(r) for r in finished[m]] for m in HEADLINE if m in finished}
+    steps = np.asarray(sorted({int(s) for rs in runs.values() for r in rs for s in r.steps}))
+    headline = {m: mean_curves(rs, "entropy", steps) for m, rs in runs.items()}
+    seeds = ", ".join(f"{m} {len(finished[m])}" for m in headline)
+    # plot_method_grid draws one panel per key: here one per task, one line per method
+    panels = {
+        f"{task}: mean over seeds ({seeds})": (
+            steps,
+            {m: curves[task] for m, curves in headline.items() if task in curves},
+        )
+        for task in ordered_tasks({t for curves in headline.values() for t in curves})
+    }
+    if panels:
+        written["entropy_by_task"] = plot_method_grid(
+            panels, ylabel="entropy (nats)", stem=plots_dir / "entropy_by_task", sharey=False
+        )[0]
+    first = {method: _metrics(seeds[0]) for method, seeds in finished.items()}
+    for field_name, ylabel in (
+        ("entropy", "entropy (nats)"),
+        ("clip_eps", "clip ε"),
+        ("zscore", "z"),
+    ):
         curves = {
-            f"{method} (seed {finished[method][0].seed})": (m.steps, m.task_series(field))
-            for method, m in metrics.items()
-            if m.task_series(field)
+            f"{method} (seed {finished[method][0].seed})": (m.steps, m.task_series(field_name))
+            for method, m in first.items()
+            if m.task_series(field_name)
         }
         if curves:
-            written[field] = plot_method_grid(curves, ylabel=ylabel, stem=plots_dir / field)[0]
+            written[field_name] = plot_method_grid(
+                curves, ylabel=ylabel, stem=plots_dir / field_name
+            )[0]
     return written
 
 
 def _report_json(
     results: Mapping[str, Sequence[SeedResult]],
-    planned_seeds: Sequence[int],
+    planned_seeds: Mapping[str, Sequence[int]],
     start_success: Mapping[str, float] | None,
+    start_name: str | None,
     failures: Mapping[str, str],
+    tasks: Sequence[str],
+    paired: Sequence[PairedSeeds],
+    instance_level: Sequence[InstancePairs],
+    verdicts: Sequence[Verdict],
 ) -> dict[str, Any]:
+    quantities = [*tasks, "mean_success", *DIAGNOSTIC_TITLES, *CLIP_SHARES]
     return json_safe(
         {
-            "planned_seeds": list(planned_seeds),
+            "planned_seeds": {m: list(seeds) for m, seeds in planned_seeds.items()},
+            "start_name": start_name,
             "start_success": dict(start_success or {}),
             "failures": dict(failures),
             "methods": {
@@ -313,20 +800,74 @@ def _report_json(
                         "run_dir": str(r.run_dir),
                         "success": dict(r.success),
                         "diagnostics": dict(r.diagnostics),
+                        "per_task": {k: dict(v) for k, v in r.per_task.items()},
                     }
                     for r in seeds
                 ]
                 for method, seeds in results.items()
             },
+            "intervals": {
+                "about": "mean over seeds with its 95% Student-t interval",
+                "methods": {
+                    method: {
+                        **{q: _summary(r.value(q) for r in seeds) for q in quantities},
+                        **{
+                            f"{key}/{task}": _summary(
+                                r.per_task.get(key, {}).get(task, math.nan) for r in seeds
+                            )
+                            for key in PER_TASK_CLIP
+                            for task in tasks
+                        },
+                    }
+                    for method, seeds in results.items()
+                },
+            },
+            "paired": [_pair_json(p) for p in paired],
+            "instance_level": [
+                {
+                    "method": p.method,
+                    "reference": p.reference,
+                    "seed": p.seed,
+                    "instances": p.instances,
+                    "difference": p.difference,
+                    "p_value": p.p_value,
+                    "alternative": "two-sided",
+                    "test": p.test_method,
+                }
+                for p in instance_level
+            ],
             "claims": [
                 {
-                    "source": c.source,
-                    "quantity": c.quantity,
-                    "better": c.better,
-                    "worse": c.worse,
-                    "verdict": claim_verdict(c, results),
+                    "source": v.claim.source,
+                    "quantity": v.claim.quantity,
+                    "better": v.claim.better,
+                    "worse": v.claim.worse,
+                    "verdict": v.verdict,
+                    "claimed": _pair_json(v.claimed),
+                    "opposite": _pair_json(v.opposite),
                 }
-                for c in PAPER_CLAIMS
+                for v in verdicts
             ],
         }
     )
+
+
+def _pair_json(pair: PairedSeeds) -> dict[str, Any]:
+    test = pair.test
+    return {
+        "method": pair.method,
+        "reference": pair.reference,
+        "quantity": pair.quantity,
+        "seeds": list(pair.seeds),
+        "differences": list(pair.differences),
+        "difference": None
+        if test is None
+        else {
+            "mean": test.difference.mean,
+            "low": test.difference.low,
+            "high": test.difference.high,
+        },
+        "p_value": None if test is None else test.p_value,
+        "alternative": None if test is None else test.alternative,
+        "test": "not enough seeds" if test is None else f"{test.name}, {test.method}",
+    }

@@ -7,7 +7,7 @@ hash salt, so the same data gives the same bytes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -111,8 +111,10 @@ def plot_method_bars(
     *,
     titles: Mapping[str, str],
     stem: Path,
+    spread: Callable[[Sequence[float]], float] = finite_std,
 ) -> list[Path]:
-    """One panel per quantity; one bar per method (mean over seeds, error bar = std).
+    """One panel per quantity; one bar per method (mean over seeds, error bar =
+    ``spread`` of the seeds' values either side: the std unless told).
 
     ``values[quantity][method]`` holds one number per seed; ``titles[quantity]`` names the
     panel. Figure 1(c) is this plot for the three diagnostics.
@@ -123,8 +125,8 @@ def plot_method_bars(
         axes = figure.add_subplot(1, len(quantities), k + 1)
         methods = list(values.get(quantity, {}))
         means = [finite_mean(values[quantity][m]) for m in methods]
-        stds = [finite_std(values[quantity][m]) for m in methods]
-        axes.bar(range(len(methods)), means, yerr=stds, color="C0", capsize=3)
+        errors = [spread(values[quantity][m]) for m in methods]
+        axes.bar(range(len(methods)), means, yerr=errors, color="C0", capsize=3)
         axes.set_xticks(range(len(methods)), methods, rotation=35, ha="right", fontsize="small")
         axes.set_title(titles[quantity], fontsize="medium")
         axes.grid(axis="y", alpha=0.3)
@@ -137,13 +139,15 @@ def plot_method_grid(
     *,
     ylabel: str,
     stem: Path,
+    sharey: bool = True,
 ) -> list[Path]:
-    """Small multiples, one panel per method, each with one line per task (shared y-axis)."""
+    """Small multiples, one panel per method, each with one line per task (a shared
+    y-axis unless ``sharey`` is false)."""
     methods = list(curves)
     columns = min(3, max(1, len(methods)))
     rows = -(-max(1, len(methods)) // columns)
     figure = Figure(figsize=(4.0 * columns, 3.0 * rows))
-    axes_grid = figure.subplots(rows, columns, squeeze=False, sharey=True)
+    axes_grid = figure.subplots(rows, columns, squeeze=False, sharey=sharey)
     for k, axes in enumerate(axes_grid.flat):
         if k >= len(methods):
             axes.set_visible(False)
