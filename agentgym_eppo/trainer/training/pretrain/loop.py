@@ -1,43 +1,20 @@
-"""Pretraining the shipped base model: expert trajectories of fresh task instances.
+"""The pretraining run: data, then the tokenizer and model, then the training loop.
 
-``agentgym-eppo pretrain --config configs/tiny-base.yaml`` runs three stages in one
-run folder, each resumable:
-
-1. **Data.** For every task family, fresh instances from its generator with new seeds
-   (:func:`agentgym_eppo.environments.fresh.fresh_tasks`: every dev and test instance
-   is dropped by content hash) or, where a config says ``source: train``, the shipped
-   train split; the environment's expert plays each one and the solved episodes are
-   written as shards (``data/<task>-<k>.jsonl.gz``, atomically; a finished shard is
-   never redone). Shards are played by ``data.workers`` spawned processes.
-2. **Tokenizer and model.** A byte-level BPE tokenizer trained on the episodes' text and
-   a Qwen2 causal LM (:mod:`.models`).
-3. **Training.** Next-token cross-entropy on the agent's turns of the episodes, in the
-   exact token layout of the rollouts (:func:`.sft.expert_transcript`, the config's
-   prompt style). Each optimizer step takes ``train.batch_tokens`` tokens of episodes
-   from a seeded shuffle of the whole set (epochs follow each other); inside a step the
-   episodes are sorted by length into micro-batches of ``train.micro_batch_tokens``, so
-   padding stays a few percent. AdamW with linear warm-up and cosine decay.
-   Checkpoints every ``train.save_every`` steps hold the model, the optimizer and the
-   step; the step plan depends only on the data and the seed, so a run killed at any
-   point resumes to the same weights.
-
-The result, ``RUN_DIR/model``, is a ``save_pretrained`` folder (safetensors, config,
-tokenizer with its chat template, generation config) plus ``pretrain.json`` (what it
-was trained on, for how long, how fast).
+:func:`pretrain` builds (or finds) the data shards (:mod:`.data`), builds a tokenizer
+and model from the episodes (or continues ``init_from``, or resumes a checkpoint), and
+trains on the episodes' agent turns in the rollouts' token layout, checkpointing every
+``train.save_every`` steps; the step plan (:func:`plan_steps`) depends only on the data
+and the seed, so a run killed at any point resumes to the same weights.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import os
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
-from multiprocessing import get_context
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,345 +23,21 @@ import torch.nn.functional as F
 import yaml
 from transformers import PreTrainedModel
 
-from agentgym_eppo.registration import TASK_IDS
-
-from ..checkpoint import latest_checkpoint, policy_card, save_checkpoint
-from ..config import _build, read_config_values
-from ..config_fields import help_field as _help
-from ..devices import autocast_context, check_bf16, resolve_bf16
-from ..rollout.chat import PROMPT_STYLES, Transcript, action_text
-from .batching import build_micro_batch, plan_micro_batches
-from .models import architecture, build_tiny_model, build_tokenizer, load_policy, resolve_model_path
-from .sft import ExpertEpisode, corpus, expert_transcript, sft_lr_factor
-
-TASKS = TASK_IDS
-
-
-SOURCES = ("fresh", "train")
-
-HASTY_ANSWERS: dict[str, dict[str, Any]] = {
-    "os": {"name": "answer_action", "arguments": {"answer": ""}},
-    "db": {"name": "commit_final_answer", "arguments": {"answers": []}},
-    "kg": {"name": "final_answer", "arguments": {"variable": "#0"}},
-}
-"""The hasty demonstrator's one call per task: the task's answer tool at the first turn,
-before any tool has shown it anything (``data.hasty``). A policy that has imitated it
-sometimes answers blind; RL can learn not to, and that lesson holds on every instance."""
-
-
-@dataclass
-class PretrainData:
-    """What the model is trained on: expert episodes of each task family."""
-
-    episodes: dict[str, int] = field(
-        default_factory=dict,
-        metadata={"help": "Expert episodes per task family (task ids as info['task_id'])."},
-    )
-    source: dict[str, str] = field(
-        default_factory=dict,
-        metadata={
-            "help": "Per task: 'fresh' (new instances from the generator, dev/test held out by "
-            "content hash; the default) or 'train' (the shipped train split, cycled)."
-        },
-    )
-    repeat: dict[str, int] = field(
-        default_factory=dict,
-        metadata={
-            "help": "Per task, how many times each of its episodes appears in an epoch (default 1): "
-            "the mixture's weights, for tasks whose episodes are few or short."
-        },
-    )
-    seed: int = _help("Seed of the fresh instances (each shard adds its index).", 1)
-    shard_size: int = _help("Episodes per data shard (the unit of resuming and of work).", 500)
-    workers: int = _help("Processes that play the experts.", 2)
-    env_kwargs: dict[str, dict[str, Any]] = field(
-        default_factory=dict,
-        metadata={
-            "help": "Per task, keyword arguments of its environment (e.g. {os: {command_timeout: 5}})."
-        },
-    )
-    hasty: dict[str, float] = field(
-        default_factory=dict,
-        metadata={
-            "help": "Per task, the share of its instances played by the hasty demonstrator "
-            "(HASTY_ANSWERS: it answers at its first turn without using a tool) and kept "
-            "whatever their outcome: imperfect demonstrations, a failure that recurs across "
-            "instances. Default none (expert episodes only)."
-        },
-    )
-
-
-@dataclass
-class PretrainModel:
-    """The Qwen2 model and the tokenizer built for it."""
-
-    vocab_size: int = _help("BPE vocabulary size (bytes, merges and added tokens).", 4096)
-    tokenizer_episodes: int = _help("Episodes per task whose text trains the tokenizer.", 2000)
-    hidden_size: int = _help("Model width.", 192)
-    layers: int = _help("Transformer layers.", 6)
-    heads: int = _help("Attention heads.", 4)
-    kv_heads: int = _help("Key/value heads (grouped-query attention, as Qwen2).", 2)
-    intermediate_size: int = _help("MLP width (SwiGLU).", 576)
-    max_position_embeddings: int = _help("Longest context (rollout context + one turn).", 3168)
-
-
-@dataclass
-class PretrainTrain:
-    """The optimisation."""
-
-    steps: int = _help("Optimizer steps.", 400)
-    batch_tokens: int = _help("Tokens (padding included) per optimizer step.", 32768)
-    micro_batch_tokens: int = _help("Tokens per forward/backward pass.", 8192)
-    max_length: int = _help("Episodes longer than this (tokens) are left out.", 3072)
-    lr: float = _help("Peak learning rate (AdamW).", 1.5e-3)
-    warmup_fraction: float = _help("Share of the steps with a linear warm-up.", 0.03)
-    final_lr_fraction: float = _help("The cosine ends at this share of the peak rate.", 0.1)
-    weight_decay: float = _help("AdamW weight decay.", 0.01)
-    save_every: int = _help("Steps between resumable checkpoints.", 25)
-    snapshots: list[int] = field(
-        default_factory=list,
-        metadata={
-            "help": "Steps whose weights are also kept as model folders (the learning curve)."
-        },
-    )
-
-
-@dataclass
-class PretrainConfig:
-    """``agentgym-eppo pretrain`` (see configs/tiny-base.yaml)."""
-
-    seed: int = _help("Seeds the model's initialisation and the order of the data.", 0)
-    output_dir: str = _help(
-        "Run folder: data shards, checkpoints, the model, metrics.", "runs/tiny-base"
-    )
-    threads: int = _help("torch threads (the machine's cores when it is otherwise idle).", 2)
-    prompt: str = _help(
-        "Prompt style of the episodes (the rollouts' rollout.prompt): 'compact' or 'full'.",
-        "compact",
-    )
-    progress: bool = _help("Show a live progress bar.", True)
-    init_from: str | None = _help(
-        "Continue pretraining a saved model (a folder or a shipped name such as "
-        "agentgym-tiny): its weights and tokenizer start the run and the model section is "
-        "not used; none (default) builds a new tokenizer and model from the data.",
-        None,
-    )
-    bf16: bool | str = _help(
-        "bf16 autocast for the matmuls, fp32 master weights: auto (a GPU, or a CPU with "
-        "avx512_bf16/AMX) | true | false.",
-        "auto",
-    )
-    data: PretrainData = field(default_factory=PretrainData)
-    model: PretrainModel = field(default_factory=PretrainModel)
-    train: PretrainTrain = field(default_factory=PretrainTrain)
-
-    def __post_init__(self) -> None:
-        unknown = sorted(set(self.data.episodes) - set(TASKS))
-        if unknown or not self.data.episodes:
-            raise ValueError(
-                f"data.episodes must name task families of {TASKS}; got {sorted(self.data.episodes)}"
-            )
-        for task, times in self.data.repeat.items():
-            if task not in self.data.episodes or times < 1:
-                raise ValueError(
-                    f"data.repeat.{task}: {times!r} must be >= 1 for a task of data.episodes"
-                )
-        for task, source in self.data.source.items():
-            if task not in self.data.episodes or source not in SOURCES:
-                raise ValueError(
-                    f"data.source.{task}: {source!r} (sources: {SOURCES}) for a task of data.episodes"
-                )
-        for task, share in self.data.hasty.items():
-            if task not in HASTY_ANSWERS or task not in self.data.episodes or not 0 <= share < 1:
-                raise ValueError(
-                    f"data.hasty.{task}: {share!r} must be in [0, 1) for a task of data.episodes "
-                    f"with a hasty answer ({sorted(HASTY_ANSWERS)})"
-                )
-        if self.prompt not in PROMPT_STYLES:
-            raise ValueError(f"prompt must be one of {PROMPT_STYLES}, got {self.prompt!r}")
-        check_bf16(self.bf16)
-        t = self.train
-        if t.micro_batch_tokens < t.max_length or t.batch_tokens < t.micro_batch_tokens:
-            raise ValueError(
-                "need train.max_length <= train.micro_batch_tokens <= train.batch_tokens"
-            )
-        if not (0 <= t.warmup_fraction < 1 and 0 <= t.final_lr_fraction <= 1):
-            raise ValueError(
-                "train.warmup_fraction must be in [0, 1), train.final_lr_fraction in [0, 1]"
-            )
-        if self.init_from is None and self.model.max_position_embeddings < t.max_length:
-            raise ValueError("model.max_position_embeddings must cover train.max_length")
-        if min([self.data.shard_size, self.data.workers, t.steps, t.save_every]) < 1:
-            raise ValueError(
-                "data.shard_size, data.workers, train.steps, train.save_every must be >= 1"
-            )
-
-
-def load_pretrain_config(path: str | Path | None, overrides: Sequence[str] = ()) -> PretrainConfig:
-    """Read a YAML config, apply ``key=value`` overrides, validate."""
-    config: PretrainConfig = _build(PretrainConfig, read_config_values(path, overrides), "")
-    return config
-
-
-# ---------------------------------------------------------------------------- data
-
-
-@dataclass(frozen=True)
-class Shard:
-    task_id: str
-    index: int
-    count: int
-    first: int  # the task's episodes before this shard (where a 'train' source starts)
-    source: str
-    seed: int
-    env_kwargs: Mapping[str, Any]
-    hasty: float = 0.0
-
-    @property
-    def name(self) -> str:
-        return f"{self.task_id}-{self.index:04d}.jsonl.gz"
-
-
-def plan_shards(data: PretrainData) -> list[Shard]:
-    """The shards of ``data``, tasks interleaved so that workers finish together."""
-    per_task = []
-    for task_id, total in data.episodes.items():
-        source = data.source.get(task_id, "fresh")
-        kwargs = data.env_kwargs.get(task_id, {})
-        count = -(-total // data.shard_size)
-        per_task.append(
-            [
-                Shard(
-                    task_id,
-                    k,
-                    min(data.shard_size, total - k * data.shard_size),
-                    k * data.shard_size,
-                    source,
-                    data.seed * 1_000 + k,
-                    kwargs,
-                    data.hasty.get(task_id, 0.0),
-                )
-                for k in range(count)
-            ]
-        )
-    shards = [s for row in _roundrobin(per_task) for s in row]
-    return shards
-
-
-def _roundrobin(lists: Sequence[Sequence[Shard]]) -> Iterator[list[Shard]]:
-    for k in range(max(len(x) for x in lists)):
-        yield [x[k] for x in lists if k < len(x)]
-
-
-def play_shard(shard: Shard) -> list[dict[str, Any]]:
-    """One shard's episodes (as JSON-ready dicts): the expert's solved ones, and every
-    episode of the instances that a draw seeded by the shard gave the hasty demonstrator."""
-    import gymnasium as gym
-
-    import agentgym_eppo  # noqa: F401  (registers the environments)
-    from agentgym_eppo.environments.fresh import content_hash, fresh_tasks
-    from agentgym_eppo.registration import env_id_for
-
-    torch.set_num_threads(1)
-    env_id = env_id_for(shard.task_id)
-    if shard.source == "fresh":
-        rows = fresh_tasks(shard.task_id, shard.count, shard.seed)
-        env = gym.make(env_id, tasks=rows, **shard.env_kwargs)
-        hashes = [content_hash(shard.task_id, row) for row in rows]
-        indices = list(range(len(rows)))
-    else:
-        env = gym.make(env_id, split="train", **shard.env_kwargs)
-        size = len(env.unwrapped.task_set)  # type: ignore[attr-defined]
-        indices = [(shard.first + k) % size for k in range(shard.count)]
-        hashes = [""] * len(indices)
-    episodes = []
-    draw = random.Random(shard.seed)
-    try:
-        for index, digest in zip(indices, hashes, strict=True):
-            if draw.random() < shard.hasty:
-                episode = play_hasty(env, index, HASTY_ANSWERS[shard.task_id])
-            else:
-                episode = play_expert(env, index)
-            if episode.success or episode.demonstrator == "hasty":
-                episodes.append({**dataclasses.asdict(episode), "content_hash": digest})
-    finally:
-        env.close()
-    return episodes
-
-
-def play_expert(env: Any, index: int) -> ExpertEpisode:
-    """The expert's episode of instance ``index`` of ``env`` (solved or not)."""
-    return _play(env, index, lambda: action_text(env.unwrapped.expert_action()), "expert")
-
-
-def play_hasty(env: Any, index: int, answer: Mapping[str, Any]) -> ExpertEpisode:
-    """The hasty demonstrator's episode of instance ``index``: ``answer`` at the first
-    turn, which ends it (every entry of ``HASTY_ANSWERS`` is its task's answer call)."""
-    return _play(env, index, lambda: action_text(answer), "hasty")
-
-
-def _play(env: Any, index: int, next_action: Callable[[], str], who: str) -> ExpertEpisode:
-    observation, info = env.reset(options={"index": index})
-    episode = ExpertEpisode(
-        task_id=str(info["task_id"]),
-        sample_id=str(info["sample_id"]),
-        system_prompt=str(info["system_prompt"]),
-        tools=list(info.get("tools") or []),
-        task_text=observation,
-        demonstrator=who,
-    )
-    done = False
-    while not done:
-        action = next_action()
-        observation, reward, terminated, truncated, info = env.step(action)
-        episode.actions.append(action)
-        episode.observations.append(observation)
-        done = terminated or truncated
-    episode.reward = float(reward)
-    episode.success = bool(info.get("success", False))
-    return episode
-
-
-def build_data(
-    config: PretrainConfig, run_dir: Path, on_shard: Callable[[Shard, int], None] | None = None
-) -> list[Path]:
-    """Play every shard not yet on disk; return every shard's path (in plan order)."""
-    folder = run_dir / "data"
-    folder.mkdir(parents=True, exist_ok=True)
-    shards = plan_shards(config.data)
-    missing = [s for s in shards if not (folder / s.name).exists()]
-    if missing:
-        with ProcessPoolExecutor(config.data.workers, mp_context=get_context("spawn")) as pool:
-            for shard, rows in zip(missing, pool.map(play_shard, missing), strict=True):
-                staging = folder / (shard.name + ".tmp")
-                with gzip.open(staging, "wt", encoding="utf-8") as handle:
-                    for row in rows:
-                        handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-                os.replace(staging, folder / shard.name)
-                if on_shard is not None:
-                    on_shard(shard, len(rows))
-    return [folder / s.name for s in shards]
-
-
-def load_episodes(paths: Sequence[Path]) -> list[ExpertEpisode]:
-    """The episodes of ``paths``; a fresh instance that two shards drew is kept once."""
-    episodes: list[ExpertEpisode] = []
-    seen: set[str] = set()
-    names = {f.name for f in dataclasses.fields(ExpertEpisode)}
-    for path in paths:
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            for line in handle:
-                row = json.loads(line)
-                digest = row.get("content_hash", "")
-                if digest:
-                    if digest in seen:
-                        continue
-                    seen.add(digest)
-                episodes.append(ExpertEpisode(**{k: v for k, v in row.items() if k in names}))
-    return episodes
-
-
-# ------------------------------------------------------------------------ training
+from ...algorithms.defaults import MAX_GRAD_NORM
+from ...checkpoint import latest_checkpoint, policy_card, save_checkpoint
+from ...devices import autocast_context, resolve_bf16
+from ...rollout.chat import Transcript
+from ..batching import build_micro_batch, plan_micro_batches
+from ..models import (
+    architecture,
+    build_tiny_model,
+    build_tokenizer,
+    load_policy,
+    resolve_model_path,
+)
+from ..sft import ExpertEpisode, corpus, expert_transcript, sft_lr_factor
+from .config import PretrainConfig
+from .data import build_data, load_episodes, plan_shards
 
 
 def plan_steps(lengths: Sequence[int], steps: int, batch_tokens: int, seed: int) -> list[list[int]]:
@@ -560,7 +213,7 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
             loss, padded, targets = step_loss(
                 model, transcripts, plan[step], t.micro_batch_tokens, tokenizer.pad_token_id, bf16
             )
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
