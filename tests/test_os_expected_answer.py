@@ -11,9 +11,13 @@ Every task of the dev split and of AgentBench's dev file whose verdict compares 
 its example (or a fixed answer) is swept, and a sample of test and train: the first 38
 tasks of each, two of each of the generator's 19 templates (a full sweep of test takes
 about a minute on the shared 2-core machine). Before the attack the test runs the
-example in the agent's shell: the true answer, which the attack may not beat. Check-script tasks
-(operation tasks: what the agent did is what their check reads) are left to their
-checks: killing every process legitimately solves "stop the process".
+example in the agent's shell: the true answer, which the attack may not beat. One
+episode per task takes both attacks: ``""`` is judged as the environment judges an
+answer, then ``0`` is sent as the agent's answer. The shipped splits' attacks are
+played in the episodes of the expert sweep that ``test_os_assets.py`` shares
+(``os_sweeps``), after the expert's answer is judged. Check-script tasks (operation
+tasks: what the agent did is what their check reads) are left to their checks: killing
+every process legitimately solves "stop the process".
 """
 
 from __future__ import annotations
@@ -25,79 +29,46 @@ from typing import Any
 
 import pytest
 from os_backends import BACKENDS, skip_unless
+from os_sweeps import (
+    SAMPLED,
+    Attack,
+    attack_task,
+    attacked,
+    bash,
+    judged_by_example_or_match,
+    sweep,
+)
 
-from agentgym_eppo.environments.os import expert
 from agentgym_eppo.environments.os.checkers import STANDARD_CHECKERS
 from agentgym_eppo.environments.os.env import OSEnv
 from agentgym_eppo.environments.os.tasks import OSTask, StandardCheck, load_tasks
 
-TAMPER = r"""
-for place in /root /home /srv /opt /data /var/log /var/logs /tmp /usr/stock.log; do
-    find "$place" -mindepth 1 ! -type d -delete 2>/dev/null
-done
-: > /etc/passwd; : > /etc/group
-keep=" 1 "; p=$$
-while [ "${p:-0}" -gt 1 ]; do keep+="$p "; p=$(cut -d' ' -f4 "/proc/$p/stat"); done
-for q in /proc/[0-9]*; do
-    q=${q#/proc/}
-    case $keep in *" $q "*) continue ;; esac
-    [ "$(cut -d' ' -f4 "/proc/$q/stat" 2>/dev/null)" = 1 ] || kill -9 "$q" 2>/dev/null
-done
-echo tampered
-"""
-"""Empties every writable place a task's files live in (the folders stay, so ``ls`` and
-``find`` print nothing rather than an error), clears ``/etc/passwd`` and ``/etc/group``,
-and kills every process but the shell, its ancestors, the sandbox's pid 1 and its
-children (bubblewrap's namespace holder: killing it ends the sandbox, which is another
-attack, ``tests/test_hostile_os.py``)."""
 
-ATTACKS = ("0", "")
-SAMPLED = {"test": range(38), "train": range(38)}
-"""Splits swept on a sample (their first tasks, two of each template); dev is swept whole."""
-
-
-def bash(script: str) -> dict[str, Any]:
-    return {"name": "bash_action", "arguments": {"script": script}}
-
-
-def attack_is_the_truth(task: OSTask, attack: str, truth: str) -> bool:
-    """Whether ``attack`` is a right answer on the untouched machine (then scoring is
-    no fault): the task's own checkers, run on the true output."""
-    checkers = [step for step in task.check if isinstance(step, StandardCheck)]
-    return all(STANDARD_CHECKERS[step.name]([attack, truth]) for step in checkers)
-
-
-def tamper_then_answer(env: OSEnv, index: int, attack: str) -> str | None:
-    """None when the attack on task ``index`` scores only where it is the true answer."""
-    env.reset(options={"index": index})
-    task = env.record
-    truth = None
-    if task.match is None:
-        command = expert.example_command(task)
-        assert command is not None
-        obs, _, _, _, _ = env.step(bash(command))
-        truth = env._last_output
-    obs, _, _, _, info = env.step(bash(TAMPER))
-    assert info["status"] == "running" and "tampered" in obs, obs
-    _, reward, terminated, _, info = env.step(
-        {"name": "answer_action", "arguments": {"answer": attack}}
-    )
-    assert terminated and info["status"] == "completed", info
-    if reward != 1.0:
-        return None
+def earned(task: OSTask, attack: str, truth: str | None) -> bool:
+    """Whether ``attack`` is a right answer on the untouched machine (then scoring is no
+    fault): the fixed answer, or the task's own checkers run on the true output."""
     if task.match is not None:
-        text = attack.strip() if task.match.strip else attack
-        if text == task.match.answer:
-            return None
-    elif truth is not None and attack_is_the_truth(task, attack, truth):
-        return None
-    return f"{task.sample_id}: answered {attack!r} after tampering and scored (truth {truth!r})"
+        return (attack.strip() if task.match.strip else attack) == task.match.answer
+    checkers = [step for step in task.check if isinstance(step, StandardCheck)]
+    return truth is not None and all(
+        STANDARD_CHECKERS[step.name]([attack, truth]) for step in checkers
+    )
 
 
-def sweep(make_env: Any, indices: list[int], workers: int = 2) -> list[str]:
-    """Attack every task at ``indices`` with each of :data:`ATTACKS`; return the scores
-    that were not earned. One env per worker thread (a sandbox must not outlive the
-    thread that started it)."""
+def unearned(task: OSTask, attack: Attack) -> list[str]:
+    """The attacks that scored where they are not the true answer."""
+    assert attack.tamper_status == "running" and "tampered" in attack.tamper_observation
+    assert attack.answer_terminated and attack.answer_status == "completed"
+    return [
+        f"{task.sample_id}: answered {text!r} after tampering and scored (truth {attack.truth!r})"
+        for text, reward in attack.rewards.items()
+        if reward == 1.0 and not earned(task, text, attack.truth)
+    ]
+
+
+def attack_every_task(make_env: Any, indices: list[int], workers: int = 2) -> list[str]:
+    """Attack every task at ``indices``; return the scores that were not earned. One env
+    per worker thread (a sandbox must not outlive the thread that started it)."""
 
     def run(part: list[int]) -> list[str]:
         env = make_env()
@@ -105,8 +76,7 @@ def sweep(make_env: Any, indices: list[int], workers: int = 2) -> list[str]:
             return [
                 failure
                 for index in part
-                for attack in ATTACKS
-                if (failure := tamper_then_answer(env, index, attack)) is not None
+                for failure in unearned(env.task_set.by_index(index), attack_task(env, index))
             ]
         finally:
             env.close()
@@ -116,9 +86,8 @@ def sweep(make_env: Any, indices: list[int], workers: int = 2) -> list[str]:
     return [failure for part in parts for failure in part]
 
 
-def judged_by_example_or_match(tasks: Any) -> list[int]:
-    """Tasks judged by a fixed answer or against their example's output (a null step)."""
-    return [i for i in range(len(tasks)) if tasks[i].match is not None or None in tasks[i].check]
+def example_or_match_indices(tasks: Any) -> list[int]:
+    return [i for i in range(len(tasks)) if judged_by_example_or_match(tasks[i])]
 
 
 @pytest.mark.slow
@@ -126,14 +95,14 @@ def judged_by_example_or_match(tasks: Any) -> list[int]:
 def test_tampering_then_answering_zero_or_nothing_never_scores_on_shipped_tasks(
     split: str,
 ) -> None:
+    """Read from the sweep that ``test_os_assets.py`` shares (``os_sweeps``)."""
     skip_unless("bwrap")
     tasks = load_tasks(None, split)
-    indices = judged_by_example_or_match(tasks)
-    if split in SAMPLED:
-        indices = [i for i in indices if i in SAMPLED[split]]
+    played = {task.index: task.attack for task in sweep(split).played if task.attack is not None}
+    indices = [i for i in example_or_match_indices(tasks) if attacked(split, i, tasks[i])]
+    assert sorted(played) == indices
     assert len(indices) >= 13 * len(SAMPLED.get(split, tasks)) // 19  # every answer template
-    failures = sweep(lambda: OSEnv(split=split, command_timeout=10.0), indices)
-    assert failures == []
+    assert [failure for i in indices for failure in unearned(tasks[i], played[i])] == []
 
 
 @pytest.mark.slow
@@ -143,7 +112,7 @@ def test_tampering_then_answering_zero_or_nothing_never_scores_on_agentbench_dev
     skip_unless("bwrap")
     folder = agentbench_data / "os_interaction"
     tasks = load_tasks(folder / "dev.json", "dev", scripts_dir=folder / "scripts" / "dev")
-    indices = judged_by_example_or_match(tasks)
+    indices = example_or_match_indices(tasks)
     assert len(indices) == 24  # all but the two "calc" tasks, whose check runs calc
 
     def make() -> OSEnv:
@@ -151,7 +120,7 @@ def test_tampering_then_answering_zero_or_nothing_never_scores_on_agentbench_dev
             folder / "dev.json", command_timeout=10.0, scripts_dir=folder / "scripts" / "dev"
         )
 
-    assert sweep(make, indices) == []
+    assert attack_every_task(make, indices) == []
 
 
 @pytest.fixture(params=BACKENDS)
@@ -175,7 +144,7 @@ def test_the_expected_answer_is_taken_before_the_agent_acts_on_every_backend(
 ) -> None:
     env = OSEnv([COUNT_TASK], backend=backend, command_timeout=10.0)
     try:
-        assert tamper_then_answer(env, 0, "0") is None
+        assert unearned(env.task_set.by_index(0), attack_task(env, 0)) == []
         # the true answer still scores after the files are gone
         env.reset(options={"index": 0})
         env.step(bash("rm -rf /root/data"))
