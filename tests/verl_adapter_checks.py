@@ -9,14 +9,25 @@ placement and batch assembly), its ``ToolAgentLoop`` with its hermes tool parser
 agentgym-tiny tokenizer and chat template. What is not: the LLM server. No vLLM or
 SGLang runs here, so a :class:`ScriptedServer` (verl's ``LLMServerClient`` with
 ``generate`` answered locally) replies with fixed text per sample and turn, tokenized
-by the real tokenizer; no model weights are involved and nothing is trained.
+by the real tokenizer.
+
+EPPO's trainer (:class:`~agentgym_eppo.adapters.verl_eppo.EPPORayPPOTrainer`) runs one
+step of ``fit``'s order on those episodes with verl's own actor worker
+(``ActorRolloutRefWorker``: its FSDP2 engine, micro-batching, loss call, metric
+aggregation and checkpoints) training agentgym-tiny on the CPU, in this process: a
+:class:`PlatformCPU` stands in for verl's GPU platform, and the worker itself for the
+Ray worker group that would call it on one rank.
 """
 
 from __future__ import annotations
 
 import asyncio
+import doctest
+import json
 import math
 import re
+import socket
+from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,12 +42,20 @@ from tensordict import TensorDict
 from transformers import AutoTokenizer
 from vector_test_envs import COUNT, GUESS
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker, _agent_loop_registry
+from verl.plugin.platform import platform_manager
+from verl.plugin.platform.platform_cuda import PlatformCUDA
 from verl.protocol import DataProto
+from verl.single_controller.ray import ResourcePoolManager
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from verl.trainer.ppo.core_algos import get_policy_loss_fn
+from verl.trainer.ppo.ray_trainer import compute_response_mask
+from verl.trainer.ppo.utils import Role
 from verl.utils import tensordict_utils
 from verl.utils.config import omega_conf_to_dataclass
+from verl.utils.dataset.rl_dataset import collate_fn as rl_collate_fn
+from verl.utils.metric import reduce_metrics
+from verl.workers.engine_workers import ActorRolloutRefWorker
 from verl.workers.rollout.llm_server import LLMServerClient
 from verl.workers.rollout.replica import TokenOutput
 from verl.workers.utils.losses import ppo_loss
@@ -301,6 +320,8 @@ def test_pace_batch_takes_each_tasks_response_entropy_once_per_step() -> None:
         want = expected.update({"os": sum(first[:2]) / 2, "db": sum(second) / 3})
         assert eps == pytest.approx(want)
         assert batch.batch["eppo_eps"].tolist() == pytest.approx([want["os"], want["db"], 0.2])
+        assert batch.meta_info["eppo_tasks"] == ["db", "kg", "os"]
+        assert batch.batch["eppo_task"].tolist() == [2, 0, 1]
     assert eps["os"] != pytest.approx(eps["db"])
 
 
@@ -357,3 +378,251 @@ def test_the_eppo_loss_refuses_to_run_without_per_sample_eps() -> None:
     model_output, data, _ = micro_batch([0.2, 0.3])
     with pytest.raises(RuntimeError, match="needs each sample's ε"):
         ppo_loss(actor_config(), model_output, data)
+
+
+# ---------------------------------------------------------------------- EPPO's trainer
+
+
+class PlatformCPU(PlatformCUDA):
+    """verl's platform on a machine with no GPU: devices are the CPU, collectives gloo.
+
+    verl 0.9.1 registers only GPU/NPU platforms and its FSDP engine only for them; with
+    this platform set (and ``VERL_ENGINE_DEVICE=cuda`` choosing that engine), verl's own
+    actor worker runs its FSDP2 engine on the CPU."""
+
+    device_name = "cpu"
+    vendor_name = "cpu"
+    device_module = SimpleNamespace(
+        is_available=lambda: True,
+        current_device=lambda: "cpu",
+        device_count=lambda: 1,
+        get_device_name=lambda *_: "CPU",
+        set_device=lambda *_: None,
+        synchronize=lambda *_: None,
+        manual_seed=torch.manual_seed,
+        manual_seed_all=torch.manual_seed,
+        empty_cache=lambda: None,
+        max_memory_allocated=lambda *_: 0,
+        max_memory_reserved=lambda *_: 0,
+        memory_allocated=lambda *_: 0,
+        memory_reserved=lambda *_: 0,
+        mem_get_info=lambda *_: (0, 0),
+        get_rng_state=torch.get_rng_state,
+        set_rng_state=torch.set_rng_state,
+    )
+
+    def is_available(self) -> bool:
+        return True
+
+    def current_device(self) -> Any:
+        return "cpu"
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index: int) -> None:
+        pass
+
+    def synchronize(self, device_index: int | None = None) -> None:
+        pass
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def set_allocator_settings(self, settings: str) -> None:
+        pass
+
+    def empty_cache(self) -> None:
+        pass
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[None, None]:
+        return None, None
+
+
+def eppo_config(tmp_path: Path) -> DictConfig:
+    """verl's generated trainer config with EPPO's loss, agentgym-tiny on the CPU (FSDP2,
+    eager attention, padded batches, short sequences, nothing compiled), one sample per
+    mini-batch."""
+    config = trainer_config(tmp_path, response_length=64)
+    arr = config.actor_rollout_ref
+    arr.rollout.prompt_length = 336  # the prompts with their tools hold 320 tokens
+    arr.model.override_config = {"attn_implementation": "eager"}
+    arr.model.use_remove_padding = False
+    arr.model.enable_gradient_checkpointing = False
+    arr.actor.strategy = "fsdp2"
+    arr.actor.use_torch_compile = False  # compiling costs minutes on a CPU
+    arr.actor.fsdp_config.use_torch_compile = False
+    arr.actor.policy_loss.loss_mode = "eppo"
+    arr.actor.use_dynamic_bsz = False
+    arr.actor.ppo_mini_batch_size = 1
+    arr.actor.ppo_micro_batch_size_per_gpu = 1
+    arr.rollout.log_prob_micro_batch_size_per_gpu = 2
+    config.algorithm.adv_estimator = "grpo"  # no critic
+    config.data.dataloader_num_workers = 0
+    config.data.train_batch_size = 1
+    config.trainer.default_local_dir = str(tmp_path / "checkpoints")
+    return config
+
+
+@pytest.fixture(scope="module")
+def actor_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ActorRolloutRefWorker]:
+    """verl's actor worker (``ActorRolloutRefWorker``, role ``actor``), in this process on
+    the CPU, with EPPO's config: what a Ray worker group of one rank calls."""
+    previous, threads = platform_manager._current_platform, torch.get_num_threads()
+    platform_manager.set_platform(PlatformCPU())
+    torch.set_num_threads(1)  # on a shared CPU, two threads ran its passes 3x slower
+    with pytest.MonkeyPatch.context() as env:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        ranks = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}
+        for key, value in {**ranks, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+            env.setenv(key, value)
+        env.setenv("VERL_ENGINE_DEVICE", "cuda")
+        torch.distributed.init_process_group("gloo")
+        try:
+            config = eppo_config(tmp_path_factory.mktemp("actor"))
+            worker = ActorRolloutRefWorker(config=config.actor_rollout_ref, role="actor")
+            worker.init_model()
+            yield worker
+        finally:
+            torch.distributed.destroy_process_group()
+            platform_manager._current_platform = previous
+            torch.set_num_threads(threads)
+
+
+def eppo_trainer(config: DictConfig, tokenizer: Any, worker: Any) -> verl_eppo.EPPORayPPOTrainer:
+    """The trainer as verl's task runner builds it; ``worker`` stands in for the worker
+    group that ``init_workers`` (Ray, GPUs) would build, with EPPO's loss installed."""
+    rows = verl_adapter.verl_rows(GUESS, [0], agent_name="agentgym_agent")
+    trainer = verl_eppo.EPPORayPPOTrainer(
+        config=config,
+        tokenizer=tokenizer,
+        role_worker_mapping={Role.ActorRollout: ActorRolloutRefWorker},
+        resource_pool_manager=ResourcePoolManager(resource_pool_spec={}, mapping={}),
+        train_dataset=rows,
+        val_dataset=rows,
+        collate_fn=rl_collate_fn,
+    )
+    trainer.actor_rollout_wg = worker
+    worker.set_loss_fn(trainer.eppo_loss_fn())
+    return trainer
+
+
+def episodes(config: DictConfig, tokenizer: Any) -> DataProto:
+    """A step's batch as ``fit`` has it before the old-log-prob pass: an episode of each
+    task played by verl's agent loop, with what ``fit`` adds: uids, the response mask,
+    the temperature and the token counts."""
+    rows = verl_adapter.verl_rows(GUESS, [0], agent_name="agentgym_agent")
+    rows += verl_adapter.verl_rows(COUNT, [1], agent_name="agentgym_agent")
+    replies = {"guess-train-0": [call("alpha"), call("beta")], "count-train-1": ["No idea."]}
+    batch = generate(config, ScriptedServer(config, tokenizer, replies), rows)
+    batch.non_tensor_batch["uid"] = np.array(["a", "b"], dtype=object)
+    batch.batch["response_mask"] = compute_response_mask(batch)
+    batch.meta_info["temperature"] = config.actor_rollout_ref.rollout.temperature
+    batch.meta_info["global_token_num"] = batch.batch["attention_mask"].sum(dim=-1).tolist()
+    return batch
+
+
+RATIO = 1.215
+"""Between 1 + ε_min and 1 + ε0 · (1 + α tanh 1): of two tasks, the one whose entropy has
+collapsed less (z = 1) trains unclipped, the other (z = -1, ε clamped to ε_min) clipped."""
+SEEN = {"guess": 1000.0, "count": 9.0}
+"""A previous step's entropies (ln 4096 < 9 bounds agentgym-tiny's): both fall after it,
+guess's far more than count's."""
+
+
+def train_step(trainer: Any, batch: DataProto) -> tuple[DataProto, dict[str, Any]]:
+    """One step of ``fit`` from the old-log-prob pass to the actor update, in its order:
+    the pass, its union into the batch, advantages, the update. The old log-probs are
+    lowered by log :data:`RATIO` and the advantages are all 1, so that each sample is
+    clipped exactly when ``1 + ε < RATIO`` (the model moves far less than that margin)."""
+    old_log_prob, _ = trainer._compute_old_log_prob(batch)
+    entropys = old_log_prob.batch.pop("entropys")
+    batch = batch.union(old_log_prob)
+    batch.batch["old_log_probs"] -= math.log(RATIO)
+    batch.batch["advantages"] = batch.batch["response_mask"].float()
+    output = trainer._update_actor(batch)
+    batch.batch["entropys"] = entropys
+    return batch, reduce_metrics(output.meta_info["metrics"])
+
+
+def task_entropy(batch: DataProto) -> dict[str, float]:
+    mask = batch.batch["response_mask"].float()
+    tasks = batch.non_tensor_batch["agentgym_task"]
+    return {
+        task: (
+            (batch.batch["entropys"] * mask)[tasks == task].sum() / mask[tasks == task].sum()
+        ).item()
+        for task in ("guess", "count")
+    }
+
+
+def test_the_eppo_trainer_paces_a_step_logs_per_task_and_resumes_its_pacer(
+    tmp_path: Path, tokenizer: Any, actor_worker: Any
+) -> None:
+    config = eppo_config(tmp_path)
+    trainer = eppo_trainer(config, tokenizer, actor_worker)
+    assert trainer.pacer.eps0 == config.actor_rollout_ref.actor.clip_ratio_low
+    expected = EPPOPacer()
+    for pacer in (trainer.pacer, expected):  # a previous step: guess has collapsed more
+        pacer.update(SEEN)
+    batch, metrics = train_step(trainer, episodes(config, tokenizer))
+    eps = expected.update(task_entropy(batch))
+    tasks = list(batch.non_tensor_batch["agentgym_task"])
+    assert tasks == ["guess", "count"]
+    assert batch.batch["eppo_eps"].tolist() == pytest.approx([eps[t] for t in tasks])
+    assert eps["guess"] < RATIO - 1 < eps["count"]
+    for task in ("guess", "count"):
+        assert metrics[f"eppo/{task}/eps"] == pytest.approx(eps[task])
+        assert metrics[f"eppo/{task}/zscore"] == pytest.approx(expected.tasks[task].zscore)
+        assert metrics[f"eppo/{task}/entropy"] == pytest.approx(task_entropy(batch)[task])
+    assert metrics["eppo/guess/clipped_share"] == 1.0  # every ratio ~1.215 > 1 + ε
+    assert metrics["eppo/count/clipped_share"] == 0.0
+    assert not [key for key in metrics if key.endswith("tokens")]  # folded into the shares
+    assert {"actor/pg_loss", "actor/pg_clipfrac", "actor/eppo_eps_mean"} <= metrics.keys()
+
+    trainer.global_steps = 7
+    trainer._save_checkpoint()  # verl's: the actor's FSDP state, the dataloader, the tracker
+    saved = tmp_path / "checkpoints" / "global_step_7"
+    assert (saved / "actor").is_dir() and (saved / "data.pt").is_file()
+    assert json.loads((saved / "eppo_pacer.json").read_text()) == trainer.pacer.state_dict()
+    resumed = eppo_trainer(eppo_config(tmp_path), tokenizer, actor_worker)
+    resumed.global_steps = 0
+    resumed._load_checkpoint()  # resume_mode auto: the latest checkpoint
+    assert resumed.global_steps == 7
+    assert resumed.pacer.state_dict() == trainer.pacer.state_dict()
+    later = {"guess": 1.0, "count": 2.0}
+    assert resumed.pacer.update(later) == trainer.pacer.update(later)
+
+
+def test_the_eppo_trainer_takes_its_pacer_from_the_config_and_refuses_what_it_cannot_pace(
+    tmp_path: Path, tokenizer: Any
+) -> None:
+    config = eppo_config(tmp_path)
+    config.actor_rollout_ref.actor.clip_ratio_low = 0.25
+    config.algorithm.eppo = {"alpha": 0.3, "eps_max": 0.35}
+    installed: list[Any] = []  # what the worker group gets
+    pacer = eppo_trainer(config, tokenizer, SimpleNamespace(set_loss_fn=installed.append)).pacer
+    assert (pacer.eps0, pacer.alpha, pacer.eps_max, pacer.beta) == (0.25, 0.3, 0.35, 0.95)
+    (loss_fn,) = installed
+    assert loss_fn.func is verl_eppo.eppo_ppo_loss
+    assert loss_fn.keywords["config"].clip_ratio_low == 0.25  # verl's ActorConfig
+    config = eppo_config(tmp_path)
+    config.actor_rollout_ref.actor.policy_loss.loss_mode = "vanilla"
+    with pytest.raises(ValueError, match="loss_mode=eppo"):
+        eppo_trainer(config, tokenizer, None)
+    config = eppo_config(tmp_path)
+    config.algorithm.rollout_correction.bypass_mode = True
+    with pytest.raises(ValueError, match="bypass_mode"):
+        eppo_trainer(config, tokenizer, None)
+
+
+def test_the_verl_eppo_module_examples_run() -> None:
+    assert doctest.testmod(verl_eppo).failed == 0
