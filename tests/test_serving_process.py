@@ -24,7 +24,7 @@ CLIENT = textwrap.dedent(
     import sys, time
     from openenv.core.generic_client import GenericEnvClient
 
-    env = GenericEnvClient(base_url=sys.argv[1]).sync()
+    env = GenericEnvClient(base_url=sys.stdin.readline().strip()).sync()
     env.reset(index=0)
     call = {"name": "bash_action", "arguments": {"script": "echo started"}}
     result = env.step({"tool_call": call})
@@ -52,13 +52,16 @@ def _sandboxes(server_pid: int) -> list[psutil.Process]:
 
 @pytest.mark.slow
 def test_killed_client_stopped_server_and_restart_leave_no_sandbox() -> None:
+    # the client imports OpenEnv while the server starts, then reads the server's URL
+    client = subprocess.Popen(
+        [sys.executable, "-c", CLIENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     # the idle timeout is far away: a sandbox must go because its connection went
-    with ServerProcess("os", "--port", "0", "--idle-timeout", "600") as server:
-        client = subprocess.Popen(
-            [sys.executable, "-c", CLIENT, server.url], stdout=subprocess.PIPE, text=True
-        )
+    with ServerProcess("os", "--port", "0", "--idle-timeout", "600", wait=False) as server:
         try:
-            assert client.stdout is not None
+            assert client.stdin is not None and client.stdout is not None
+            client.stdin.write(server.wait_until_ready() + "\n")
+            client.stdin.flush()
             assert client.stdout.readline().strip() == "mid-episode"
             assert server.sessions()["active_sessions"] == 1
             assert _sandboxes(server.pid)
