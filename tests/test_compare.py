@@ -145,12 +145,13 @@ def test_a_second_start_skips_finished_runs_and_resumes_an_unfinished_one(
 
 
 def test_a_named_start_is_evaluated_once_and_the_report_rebuilds_from_the_exports(
-    comparison: Path, tmp_path: Path
+    comparison: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A comparison from an existing checkpoint: the start gets the protocol's evaluation
     once, finished runs' small files go to ``results_dir``, the headline run's final
-    checkpoint is evaluated on the confirmation split, and the report is rebuilt from
-    the exported files alone after the run folders are gone."""
+    checkpoint is evaluated on the confirmation split as part of the run, and the report
+    is rebuilt from the exported files alone after the run folders are gone; a
+    comparison started again from the exports trains and evaluates nothing again."""
     first = load_compare_config(comparison)
     raw = yaml.safe_load(comparison.read_text())
     raw.update(
@@ -187,5 +188,9 @@ def test_a_named_start_is_evaluated_once_and_the_report_rebuilds_from_the_export
     shutil.rmtree(tmp_path / "out")
     run_compare(path, report_only=True)
     assert json.loads((tmp_path / "results" / "report.json").read_text()) == before
+    run_compare(path)  # a fresh machine with the exports: nothing trains or evaluates again
+    assert "[compare] 0 of 1 runs to go" in capsys.readouterr().out
+    assert not (tmp_path / "out" / "start").exists()
+    assert not (tmp_path / "out" / "runs").exists()
     assert [r["seed"] for r in before["methods"]["eppo"]] == [0]
     assert before["start_success"] is not None

@@ -8,8 +8,9 @@ start is evaluated once with the protocol (``OUT/start``): the point every metho
 from. For each method and seed, in order (the ``headline`` pair's seeds first, then the
 other methods seed by seed):
 
-1. skip the run if ``OUT/runs/<method>/seed<k>/finished.json`` exists (resumable: kill the
-   process at any time and start it again);
+1. skip the run if ``OUT/runs/<method>/seed<k>/finished.json`` exists, or its export in
+   ``RESULTS`` holds its final evaluation (resumable: kill the process at any time and
+   start it again, here or on a fresh checkout that carries the exports);
 2. otherwise ``run_training(config)`` with ``seed=k``, ``output_dir=OUT/runs/<method>/seed<k>``
    and ``resume=true``, so an interrupted run continues from its last RL checkpoint
    (the trainer writes the run's own diagnostics and plots);
@@ -19,10 +20,11 @@ other methods seed by seed):
 4. rewrite the report (so a partial comparison can be read at any time; the report
    counts finished runs and says PARTIAL).
 
-Last, with ``confirm_split``, each headline run's final checkpoint is evaluated once on
-that split with the same protocol (``RESULTS/<method>/seed<k>/confirm-<split>/``);
-``--confirm-only`` does just that for the headline runs finished so far, beside a
-comparison still training.
+With ``confirm_split``, each headline run's final checkpoint is evaluated once on that
+split with the same protocol (``RESULTS/<method>/seed<k>/confirm-<split>/``) as the last
+part of the run, before it counts as finished (checkpoints stay on the machine that
+trained them; the exports travel). ``--confirm-only`` evaluates the headline runs
+finished here without one, beside a comparison still training.
 
 With ``parallel_runs: N`` in the config, up to N runs train at once, each in its own
 process (``torch_threads`` threads each): on a 2-core machine two one-thread runs finish
@@ -261,7 +263,17 @@ def planned_runs(config: CompareConfig) -> list[tuple[str, int]]:
 
 
 def is_finished(config: CompareConfig, method: str, seed: int) -> bool:
-    return (config.run_slot(method, seed) / FINISHED).is_file()
+    """Trained here (the marker), or exported with its final evaluation (trained elsewhere)."""
+    return (config.run_slot(method, seed) / FINISHED).is_file() or _exported_eval(
+        config, method, seed
+    )
+
+
+def _exported_eval(config: CompareConfig, method: str, seed: int) -> bool:
+    return (
+        config.results_dir is not None
+        and (config.exported_slot(method, seed) / "eval_after_rl.json").is_file()
+    )
 
 
 def _finished_run_dir(config: CompareConfig, method: str, seed: int) -> Path:
@@ -335,8 +347,9 @@ def _evaluate_once(
 ) -> None:
     """The protocol's evaluation of ``checkpoint`` (``before_sft`` of a run that loads it
     and stops before RL, so every setting of the comparison applies), once: into ``slot``,
-    its files copied to ``export_to``; ``split`` in place of the protocol's own."""
-    if (slot / FINISHED).is_file():
+    its files copied to ``export_to``; ``split`` in place of the protocol's own. Done
+    already when ``slot`` is marked finished or ``export_to`` holds the evaluation."""
+    if (slot / FINISHED).is_file() or (export_to / "eval_before_sft.json").is_file():
         return
     _clear(slot)
     print(f"[compare] evaluating {checkpoint} into {slot}", flush=True)
@@ -365,30 +378,39 @@ def confirmed_dir(config: CompareConfig, method: str, seed: int) -> Path:
     return config.exported_slot(method, seed) / f"confirm-{config.confirm_split}"
 
 
+def confirm_run(config: CompareConfig, method: str, seed: int, run_dir: Path) -> None:
+    """Evaluate a headline run's final checkpoint on ``confirm_split``, once."""
+    resume = latest_checkpoint(run_dir / "checkpoints")
+    if resume is None:
+        raise FileNotFoundError(f"{method}/seed{seed}: the finished run left no checkpoint")
+    _evaluate_once(
+        config,
+        resume.directory,
+        confirm_slot(config, method, seed),
+        confirmed_dir(config, method, seed),
+        split=config.confirm_split,
+    )
+
+
 def confirm_headline(config: CompareConfig) -> list[tuple[str, int]]:
-    """Evaluate every finished headline run's final checkpoint on ``confirm_split``, once
-    each (resumable like the runs); return the runs still waiting for their training.
+    """Evaluate on ``confirm_split`` every headline run finished here without that
+    evaluation, once each (resumable like the runs); return the headline runs it cannot
+    confirm: those still training and those trained on another machine (their
+    checkpoints did not travel).
 
     It writes only its own folders, so it may run beside a comparison still training
-    (``--confirm-only``): the runs not finished yet are left for a later start."""
-    waiting = []
+    (``--confirm-only``)."""
+    left = []
     for method, seed in planned_runs(config):
         if method not in config.headline or config.confirm_split is None:
             continue
-        if not is_finished(config, method, seed):
-            waiting.append((method, seed))
+        if (confirmed_dir(config, method, seed) / "eval_before_sft.json").is_file():
             continue
-        resume = latest_checkpoint(_finished_run_dir(config, method, seed) / "checkpoints")
-        if resume is None:
-            raise FileNotFoundError(f"{method}/seed{seed}: the finished run left no checkpoint")
-        _evaluate_once(
-            config,
-            resume.directory,
-            confirm_slot(config, method, seed),
-            confirmed_dir(config, method, seed),
-            split=config.confirm_split,
-        )
-    return waiting
+        if not (config.run_slot(method, seed) / FINISHED).is_file():
+            left.append((method, seed))
+            continue
+        confirm_run(config, method, seed, _finished_run_dir(config, method, seed))
+    return left
 
 
 def export_run(run_dir: Path, into: Path) -> None:
@@ -431,6 +453,8 @@ def run_one(config: CompareConfig, method: str, seed: int, sft_checkpoint: Path)
     run_dir = _train(config.base_config, overrides)
     if config.results_dir is not None:
         export_run(run_dir, config.exported_slot(method, seed))
+    if method in config.headline and config.confirm_split is not None:
+        confirm_run(config, method, seed, run_dir)
     (slot / FINISHED).write_text(
         json.dumps({"run_dir": str(run_dir), "seconds": round(time.monotonic() - started, 1)})
     )
@@ -573,8 +597,11 @@ def run_compare(
     torch.set_num_threads(config.torch_threads)
     if confirm_only:
         with _lock(config.output_dir, CONFIRM_LOCK):
-            waiting = confirm_headline(config)
-        print(f"[compare] confirmations done; {len(waiting)} headline runs still training")
+            left = confirm_headline(config)
+        print(
+            f"[compare] confirmations done; {len(left)} headline runs not confirmable here "
+            "(still training, or trained on another machine)"
+        )
         return config.report_dir / "report.md"
     with _lock(config.output_dir):
         sft_checkpoint = ensure_sft_checkpoint(config)
