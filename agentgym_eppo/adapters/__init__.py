@@ -5,7 +5,8 @@ to import the package: ``adapters.trl`` (TRL ``GRPOTrainer``'s ``environment_fac
 ``adapters.verl`` (a verl agent loop, and ``BaseTool``), ``adapters.skyrl`` (SkyRL-gym
 ``BaseTextEnv``), ``adapters.openrlhf`` (OpenRLHF's agent instance; the file is an ``--agent_func_path``).
 EPPO's per-task clip inside those trainers: ``adapters.trl_eppo`` (``EPPOGRPOTrainer``) and
-``adapters.verl_eppo`` (verl's ``eppo`` policy loss and the per-step pacing).
+``adapters.verl_eppo`` (verl's ``eppo`` policy loss, the per-step pacing, and
+``EPPORayPPOTrainer``, verl's ``RayPPOTrainer`` that paces and checkpoints the pacer).
 They build on :mod:`agentgym_eppo.wrappers` (the episode session, chat and formats);
 ``docs/vector.md`` shows each one in use.
 """
