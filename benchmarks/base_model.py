@@ -5,10 +5,12 @@
     python -m benchmarks.base_model --agentbench MODEL --agentbench-data DIR
     python -m benchmarks.base_model --paired BEFORE AFTER [--split test] [--out DIR]
 
-``RUN_DIR`` is the run folder of ``agentgym-eppo pretrain --config configs/tiny-base.yaml``.
-Writes ``benchmarks/results/base-model.md`` (with its plots beside it) and the score
-table of the model card (``agentgym_eppo/assets/models/agentgym-tiny/README.md``,
-between its ``scores`` markers).
+``RUN_DIR`` is the run folder of ``agentgym-eppo pretrain --config configs/tiny-base*.yaml``.
+Writes the run's generated report, ``benchmarks/results/base-model/<RUN_DIR's name>/report.md``
+(its plots and ``evals.json`` beside it), and the score table of the model card
+(``agentgym_eppo/assets/models/agentgym-tiny/README.md``, between its ``scores`` markers).
+It never writes ``benchmarks/results/base-model.md``: that page is written by hand (the
+shipped run and the table of all runs; their history in ``base-model/HISTORY.md``).
 
 The evaluation protocol is the CPU demo's (``configs/demo-cpu.yaml``: its tasks, eval
 instances per task, attempts per instance, temperature, seed, prompt style, rollout
@@ -106,11 +108,7 @@ def paired_comparison(before: str, after: str, split: str, out: Path | None = No
     protocol = load_config(PROTOCOL, [f"eval.split={split}"])
     results = [evaluate(model, protocol) for model in (before, after)]
     comparison = compare_evals(results[0], results[1], seed=protocol.seed)
-    first_turn = [
-        {t: statistics.mean(e["turns"] == 1 for e in r["episodes"] if e["task_id"] == t)
-         for t in r["tasks"]}
-        for r in results
-    ]  # fmt: skip
+    first_turn = [first_turn_share(r) for r in results]
     lines = [
         f"{after} against {before} on the {split} split (protocol of `configs/demo-cpu.yaml`, "
         f"seed {protocol.seed})",
@@ -129,6 +127,14 @@ def paired_comparison(before: str, after: str, split: str, out: Path | None = No
             (out / f"eval_{split}_{name}.json").write_text(json.dumps(result, indent=1))
         (out / f"paired_{split}.md").write_text(text + "\n", encoding="utf-8")
     return text
+
+
+def first_turn_share(result: dict) -> dict[str, float]:
+    """Each task's share of ``result``'s episodes that ended at their first turn."""
+    return {
+        t: statistics.mean(e["turns"] == 1 for e in result["episodes"] if e["task_id"] == t)
+        for t in result["tasks"]
+    }
 
 
 def agentbench_scores(model_dir: Path | str, protocol: TrainConfig, data: Path) -> dict[str, dict]:
@@ -279,6 +285,176 @@ def _plots(metrics: list[dict], curve: list[tuple[int, dict]], folder: Path) -> 
     return names
 
 
+def read_metrics(run: Path) -> list[dict]:
+    """The run's ``metrics.jsonl``, one entry per step in step order (a resumed run
+    rewrites its last steps; the later line wins)."""
+    by_step = {}
+    for line in (run / "metrics.jsonl").open():
+        entry = json.loads(line)
+        by_step[entry["step"]] = entry
+    return [by_step[k] for k in sorted(by_step)]
+
+
+def measure(
+    run: Path, protocol: TrainConfig, curve_scale: float, agentbench_data: Path | None
+) -> dict:
+    """What the report of ``run`` states that takes a model or the machine: the matmul
+    peaks, the protocol's evaluation of the final model, the learning curve (snapshots
+    and the final model, instances scaled by ``curve_scale``), the copying accuracy and,
+    with ``agentbench_data``, AgentBench's own dev files."""
+    metrics = read_metrics(run)
+    tokens_at = {m["step"]: m["tokens_seen"] for m in metrics}
+    snapshots = sorted((run / "snapshots").glob("step_*"), key=lambda p: int(p.name[5:]))
+    points = [(tokens_at[int(p.name[5:])], p) for p in snapshots]
+    points.append((metrics[-1]["tokens_seen"], run / "model"))
+    dev_episodes = {task: expert_dev_episodes(task, 40) for task in COPY_TASKS}
+    return {
+        "peaks": {
+            name: matmul_peak(dtype)
+            for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+        },
+        "final": evaluate(run / "model", protocol),
+        "curve": [(tokens, evaluate(model, protocol, curve_scale)) for tokens, model in points],
+        "copying": [(tokens, copy_accuracy(model, dev_episodes)) for tokens, model in points],
+        "agentbench": (
+            agentbench_scores(run / "model", protocol, agentbench_data)
+            if agentbench_data is not None
+            else {}
+        ),
+    }
+
+
+def protocol_text(protocol: TrainConfig) -> str:
+    """The protocol's settings in one sentence."""
+    e, r = protocol.eval, protocol.rollout
+    return (
+        f"`configs/demo-cpu.yaml`'s eval: split `{e.split}`, instances per task "
+        f"{dict(e.instances_by_task)} x {e.samples_per_instance} attempts, temperature "
+        f"{e.temperature}, seed {protocol.seed}, prompt `{r.prompt}`, "
+        f"{r.max_tokens_per_turn} tokens per turn, context {r.max_context}, turn limit "
+        f"{r.max_turns} (environment settings {protocol.env_kwargs})"
+    )
+
+
+def score_table(final: dict) -> list[str]:
+    """Markdown lines: each task's dev success, mean reward and share of episodes ended at
+    their first turn, and the mean success over tasks (the model card's columns)."""
+    first_turn = first_turn_share(final)
+    return [
+        "| task | dev success (episodes) | mean reward | ended at the first turn |",
+        "|---|---|---|---|",
+        *(
+            f"| {t} | {final['tasks'][t]['success']:.3f} ({final['tasks'][t]['n']}) | "
+            f"{final['tasks'][t]['reward']:.3f} | {first_turn[t]:.2f} |"
+            for t in sorted(final["tasks"])
+        ),
+        f"| mean over tasks | {final['mean_success']:.3f} | | |",
+    ]
+
+
+def write_report(
+    run: Path,
+    measured: dict,
+    protocol: TrainConfig,
+    *,
+    threads: int,
+    curve_scale: float,
+    results: Path = RESULTS,
+) -> Path:
+    """Write the generated report of ``run`` from :func:`measure`'s ``measured``:
+    ``results/base-model/<run folder's name>/report.md``, its plots and ``evals.json``
+    beside it. Returns the report's path. ``results/base-model.md`` is written by hand
+    and is never touched here."""
+    summary = json.loads((run / "model" / "pretrain.json").read_text())
+    metrics = read_metrics(run)
+    final, curve, copying = measured["final"], measured["curve"], measured["copying"]
+    peaks, agentbench = measured["peaks"], measured["agentbench"]
+    rate = statistics.median(m["tokens_per_s"] for m in metrics)
+    padding = 1 - sum(m["tokens"] for m in metrics) / sum(m["padded_tokens"] for m in metrics)
+    flops = 6 * summary["parameters"] * rate / 1e9
+
+    folder = results / "base-model" / run.name
+    folder.mkdir(parents=True, exist_ok=True)
+    plots = _plots(metrics, curve, folder)
+    tasks = sorted(final["tasks"])
+    lines = [
+        f"# agentgym-tiny pretraining run `{run.name}`",
+        "",
+        f"Generated by `python -m benchmarks.base_model {run}` on {cpu_model()}, "
+        f"{threads} threads. The shipped model and the history of its runs: "
+        "[../../base-model.md](../../base-model.md).",
+        "",
+        "## Pretraining",
+        "",
+        f"- Model: Qwen2, {summary['parameters'] / 1e6:.2f}M parameters, vocabulary "
+        f"{summary['vocabulary']}; {summary['steps']} steps, "
+        f"{summary['tokens_seen'] / 1e6:.1f}M tokens seen "
+        f"({summary['tokens_per_epoch'] / 1e6:.1f}M per epoch).",
+        f"- Data: solved expert episodes {summary['episodes']}.",
+        f"- Wall time: data {summary['data_seconds'] / 60:.1f} min, training "
+        f"{summary['train_seconds'] / 60:.1f} min.",
+        f"- Speed: median {rate:,.0f} tokens/s; {flops:.0f} GFLOP/s by 6 x parameters x "
+        f"tokens (attention left out), {flops / peaks['fp32']:.0%} of this run's measured "
+        f"fp32 matmul peak ({peaks['fp32']:.0f} GFLOP/s; bf16: {peaks['bf16']:.0f} GFLOP/s, "
+        f"so training runs in fp32); padding {padding:.1%} of the tokens computed.",
+        "",
+        *(f"![{name}]({name})" for name in plots),
+        "",
+        "## Dev success on the protocol",
+        "",
+        f"Protocol: {protocol_text(protocol)}. Evaluation took {final['seconds'] / 60:.1f} min.",
+        "",
+        *score_table(final),
+        "",
+        f"Learning curve (the same instances scaled by {curve_scale}; episodes in brackets):",
+        "",
+        f"| tokens seen (M) | {' | '.join(tasks)} | mean |",
+        f"|---|{'---|' * len(tasks)}---|",
+        *(
+            f"| {tokens / 1e6:.1f} | {_row(result, tasks)} | {result['mean_success']:.3f} |"
+            for tokens, result in curve
+        ),
+        "",
+        "## Copying names from the question",
+        "",
+        "Teacher-forced next-token accuracy on the expert's tokens of 40 dev episodes per "
+        "task: tokens that occur in the task text (the names to copy: paths, tables, "
+        "entities) against all others.",
+        "",
+        *_copy_header("tokens seen (M)"),
+        *(f"| {tokens / 1e6:.1f} | {_copy_cells(acc)} |" for tokens, acc in copying),
+        "",
+    ]
+    if agentbench:
+        lines += ["## AgentBench's own dev files", "", *agentbench_table(agentbench), ""]
+    report = folder / "report.md"
+    report.write_text("\n".join(lines), encoding="utf-8")
+    evals = {k: measured[k] for k in ("final", "curve", "copying", "agentbench")}
+    (folder / "evals.json").write_text(json.dumps(evals, indent=1), encoding="utf-8")
+    return report
+
+
+def update_card(final: dict, protocol: TrainConfig, card: Path = CARD) -> None:
+    """Replace the model card's score table (between its ``scores`` markers) with
+    ``final``'s."""
+    if not card.exists():
+        return
+    block = "\n".join(
+        [
+            "<!-- scores -->",
+            f"Protocol: {protocol_text(protocol)}.",
+            "",
+            *score_table(final),
+            "<!-- /scores -->",
+        ]
+    )
+    text = card.read_text(encoding="utf-8")
+    card.write_text(
+        re.sub(r"<!-- scores -->.*<!-- /scores -->", lambda _: block, text, flags=re.S),
+        encoding="utf-8",
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, nargs="?")
@@ -307,131 +483,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.run_dir is None:
         parser.error("give RUN_DIR, or --copying MODEL ...")
-    run: Path = args.run_dir
     protocol = load_config(PROTOCOL)
-    summary = json.loads((run / "model" / "pretrain.json").read_text())
-    metrics = [json.loads(line) for line in (run / "metrics.jsonl").open()]
-    by_step = {m["step"]: m for m in metrics}  # a resumed run rewrites its last steps
-    metrics = [by_step[k] for k in sorted(by_step)]
-    peaks = {
-        name: matmul_peak(dtype)
-        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
-    }
-    rate = statistics.median(m["tokens_per_s"] for m in metrics)
-    padding = 1 - sum(m["tokens"] for m in metrics) / sum(m["padded_tokens"] for m in metrics)
-    flops = 6 * summary["parameters"] * rate / 1e9
-
-    final = evaluate(run / "model", protocol)
-    curve = []
-    for snapshot in sorted((run / "snapshots").glob("step_*"), key=lambda p: int(p.name[5:])):
-        step = int(snapshot.name[5:])
-        curve.append((by_step[step]["tokens_seen"], evaluate(snapshot, protocol, args.curve_scale)))
-    curve.append((metrics[-1]["tokens_seen"], evaluate(run / "model", protocol, args.curve_scale)))
-    dev_episodes = {task: expert_dev_episodes(task, 40) for task in COPY_TASKS}
-    snapshots = sorted((run / "snapshots").glob("step_*"), key=lambda p: int(p.name[5:]))
-    copying = [
-        (by_step[int(p.name[5:])]["tokens_seen"], copy_accuracy(p, dev_episodes)) for p in snapshots
-    ]
-    copying.append((metrics[-1]["tokens_seen"], copy_accuracy(run / "model", dev_episodes)))
-    agentbench = (
-        agentbench_scores(run / "model", protocol, args.agentbench_data)
-        if args.agentbench_data is not None
-        else {}
+    measured = measure(args.run_dir, protocol, args.curve_scale, args.agentbench_data)
+    report = write_report(
+        args.run_dir, measured, protocol, threads=args.threads, curve_scale=args.curve_scale
     )
-
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    folder = RESULTS / "base-model"
-    folder.mkdir(exist_ok=True)
-    plots = _plots(metrics, curve, folder)
-    tasks = sorted(final["tasks"])
-    e = protocol.eval
-    protocol_text = (
-        f"`configs/demo-cpu.yaml`'s eval: split `{e.split}`, instances per task "
-        f"{dict(e.instances_by_task)} x {e.samples_per_instance} attempts, temperature "
-        f"{e.temperature}, seed {protocol.seed}, prompt `{protocol.rollout.prompt}`, "
-        f"{protocol.rollout.max_tokens_per_turn} tokens per turn, context "
-        f"{protocol.rollout.max_context}, turn limit {protocol.rollout.max_turns} "
-        f"(environment settings {protocol.env_kwargs})"
-    )
-    scores = [
-        "| task | dev success (episodes) | mean reward |",
-        "|---|---|---|",
-        *(
-            f"| {t} | {final['tasks'][t]['success']:.3f} ({final['tasks'][t]['n']}) | "
-            f"{final['tasks'][t]['reward']:.3f} |"
-            for t in tasks
-        ),
-        f"| mean over tasks | {final['mean_success']:.3f} | |",
-    ]
-    lines = [
-        "# The shipped base model, agentgym-tiny",
-        "",
-        f"Measured by `python -m benchmarks.base_model {run}` on {cpu_model()}, "
-        f"{args.threads} threads.",
-        "",
-        "## Pretraining",
-        "",
-        f"- Model: Qwen2, {summary['parameters'] / 1e6:.2f}M parameters, vocabulary "
-        f"{summary['vocabulary']}; {summary['steps']} steps, "
-        f"{summary['tokens_seen'] / 1e6:.1f}M tokens seen "
-        f"({summary['tokens_per_epoch'] / 1e6:.1f}M per epoch).",
-        f"- Data: solved expert episodes {summary['episodes']}.",
-        f"- Wall time: data {summary['data_seconds'] / 60:.1f} min, training "
-        f"{summary['train_seconds'] / 60:.1f} min.",
-        f"- Speed: median {rate:,.0f} tokens/s; {flops:.0f} GFLOP/s by 6 x parameters x "
-        f"tokens (attention left out), {flops / peaks['fp32']:.0%} of this run's measured "
-        f"fp32 matmul peak ({peaks['fp32']:.0f} GFLOP/s; bf16: {peaks['bf16']:.0f} GFLOP/s, "
-        f"so training runs in fp32); padding {padding:.1%} of the tokens computed.",
-        "",
-        *(f"![{name}](base-model/{name})" for name in plots),
-        "",
-        "## Dev success on the protocol",
-        "",
-        f"Protocol: {protocol_text}. Evaluation took {final['seconds'] / 60:.1f} min.",
-        "",
-        *scores,
-        "",
-        f"Learning curve (the same instances scaled by {args.curve_scale}; episodes in brackets):",
-        "",
-        f"| tokens seen (M) | {' | '.join(tasks)} | mean |",
-        f"|---|{'---|' * len(tasks)}---|",
-        *(
-            f"| {tokens / 1e6:.1f} | {_row(result, tasks)} | {result['mean_success']:.3f} |"
-            for tokens, result in curve
-        ),
-        "",
-    ]
-    lines += [
-        "## Copying names from the question",
-        "",
-        "Teacher-forced next-token accuracy on the expert's tokens of 40 dev episodes per "
-        "task: tokens that occur in the task text (the names to copy: paths, tables, "
-        "entities) against all others.",
-        "",
-        *_copy_header("tokens seen (M)"),
-        *(f"| {tokens / 1e6:.1f} | {_copy_cells(acc)} |" for tokens, acc in copying),
-        "",
-    ]
-    if agentbench:
-        lines += ["## AgentBench's own dev files", "", *agentbench_table(agentbench), ""]
-    (RESULTS / "base-model.md").write_text("\n".join(lines), encoding="utf-8")
-    (folder / "evals.json").write_text(
-        json.dumps(
-            {"final": final, "curve": curve, "copying": copying, "agentbench": agentbench},
-            indent=1,
-        ),
-        encoding="utf-8",
-    )
-    if CARD.exists():
-        text = CARD.read_text(encoding="utf-8")
-        block = "\n".join(
-            ["<!-- scores -->", f"Protocol: {protocol_text}.", "", *scores, "<!-- /scores -->"]
-        )
-        CARD.write_text(
-            re.sub(r"<!-- scores -->.*<!-- /scores -->", lambda _: block, text, flags=re.S),
-            encoding="utf-8",
-        )
-    print((RESULTS / "base-model.md").read_text())
+    update_card(measured["final"], protocol)
+    print(report.read_text(encoding="utf-8"))
 
 
 if __name__ == "__main__":
