@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from agentgym_eppo.trainer.algorithms.defaults import MAX_GRAD_NORM
 from agentgym_eppo.trainer.rollout.chat import (
     Transcript,
     action_text,
@@ -208,7 +209,7 @@ def sft_train(
                 loss = -logprobs.sum() / tokens  # cross-entropy, token mean over the batch
                 loss.backward()
                 step_loss += float(loss.detach())
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
