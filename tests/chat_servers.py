@@ -10,6 +10,10 @@ test.
 The replies for the trainer's ``echo`` task (dev words apple, ocean, tiger): :func:`echo`
 ``say``-s the last word of the task text, :func:`echo_but_tiger` answers "tiger" in plain
 text, with no call in it.
+
+A request body is read by its ``Content-Type`` (:data:`BODY_READERS`; JSON otherwise), so
+the same server also plays other scripted loopback services whose answers misbehave: a
+form-encoded SPARQL query to the KG env's endpoint arrives as ``{"query": ...}``.
 """
 
 from __future__ import annotations
@@ -17,12 +21,23 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Reply = Callable[["ChatHandler", dict[str, Any], int], None]
 """Answers request number ``n`` (from 0) with body ``body`` through the handler."""
+
+
+def _form(raw: bytes) -> dict[str, Any]:
+    return {key: values[-1] for key, values in urllib.parse.parse_qs(raw.decode()).items()}
+
+
+BODY_READERS: dict[str, Callable[[bytes], dict[str, Any]]] = {
+    "application/x-www-form-urlencoded": _form,  # e.g. a SPARQL endpoint's query
+}
+"""How a request body of each content type is read; any other is JSON."""
 
 
 class ChatServer(ThreadingHTTPServer):
@@ -44,7 +59,8 @@ class ChatHandler(BaseHTTPRequestHandler):
 
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length)) if length else {}
+        read = BODY_READERS.get(self.headers.get_content_type(), json.loads)
+        body = read(self.rfile.read(length)) if length else {}
         number = len(self.server.requests)
         self.server.requests.append(
             {

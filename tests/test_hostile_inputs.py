@@ -10,15 +10,13 @@ agent status or an ordinary observation, never raise out of ``step`` and never s
 
 from __future__ import annotations
 
-import contextlib
 import gzip
-import http.server
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chat_servers import ChatHandler, ChatServer, Reply
 
 from agentgym_eppo.core import Status
 from agentgym_eppo.environments.kg.env import KGEnv
@@ -215,35 +213,23 @@ def test_a_variable_with_thousands_of_digits_is_agent_validation_failed(
 
 
 def test_an_endpoint_answer_is_read_only_up_to_its_bound(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, serve_chat: Callable[[Reply], ChatServer]
 ) -> None:
     """A server that streams an endless answer costs the step a bounded read."""
     from agentgym_eppo.environments.kg import store
 
-    class Endless(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/sparql-results+json")
-            self.end_headers()
-            with contextlib.suppress(OSError):
-                self.wfile.write(b'{"head": {"vars": ["r"]}, "results": {"bindings": [')
-                for _ in range(10_000):
-                    self.wfile.write(b'{"r": {"type": "uri", "value": "x"}}, ' * 100)
-
-        def log_message(self, *args: Any) -> None:
-            pass
+    def endless(handler: ChatHandler, body: dict[str, Any], number: int) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/sparql-results+json")
+        handler.end_headers()
+        handler.wfile.write(b'{"head": {"vars": ["r"]}, "results": {"bindings": [')
+        for _ in range(10_000):
+            handler.wfile.write(b'{"r": {"type": "uri", "value": "x"}}, ' * 100)
 
     monkeypatch.setattr(store, "MAX_RESPONSE_BYTES", 1 << 20)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/query"
-        env = KGEnv(tasks=[RING_TASK], sparql_endpoint=url, endpoint_timeout=20)
-        env.reset(options={"index": 0})
-        observation, _, terminated, _, info = env.step(call("get_relations", variable="The Hub"))
-    finally:
-        server.shutdown()
-        server.server_close()
+    url = serve_chat(endless).url
+    env = KGEnv(tasks=[RING_TASK], sparql_endpoint=url, endpoint_timeout=20)
+    env.reset(options={"index": 0})
+    observation, _, terminated, _, info = env.step(call("get_relations", variable="The Hub"))
     assert observation == f"SPARQL endpoint {url} sent more than 1 MiB for one query"
     assert (terminated, info["status"]) == (True, "task_error")  # the server's fault
