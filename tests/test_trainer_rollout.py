@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -10,15 +12,24 @@ pytest.importorskip("transformers")
 import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
 
 from agentgym_eppo.core import Status  # noqa: E402
-from agentgym_eppo.trainer.rollout.chat import action_text, observation_token_ids  # noqa: E402
+from agentgym_eppo.trainer.algorithms.clip_policies import FixedClip  # noqa: E402
+from agentgym_eppo.trainer.rollout.chat import (  # noqa: E402
+    Transcript,
+    action_text,
+    observation_token_ids,
+)
 from agentgym_eppo.trainer.rollout.episodes import (  # noqa: E402
     RolloutLimits,
+    TurnScores,
     play_episodes,
     slot_info,
     start_episode,
 )
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine  # noqa: E402
+from agentgym_eppo.trainer.rollout.stale import SnapshotHFEngine, StaleMixEngine  # noqa: E402
+from agentgym_eppo.trainer.training.batching import micro_batches, token_logprobs  # noqa: E402
 from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
+from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings  # noqa: E402
 from agentgym_eppo.vector import MultiTaskVectorEnv  # noqa: E402
 
 pytestmark = pytest.mark.train
@@ -229,3 +240,111 @@ def test_hf_engine_degenerate_requests(tokenizer):
     outputs = engine.generate([[5, 6], [7]], [0, 3], 0.0)
     assert outputs[0] == [] and 1 <= len(outputs[1]) <= 3
     assert engine.stats["prefilled_tokens"] == 1  # the zero-budget context was not run
+
+
+def _played(tokenizer, engine_of, temperature=0.8, slots=4):
+    """A seeded rollout of a random tiny model on Lookup (its first turn, never a valid
+    call, ends each episode)."""
+    torch.set_num_threads(1)
+    model = build_tiny_model(tokenizer, hidden_size=32, layers=2, heads=2, kv_heads=1, seed=6)
+    env = MultiTaskVectorEnv({LOOKUP: slots}, group_size=2, backend="serial", seed=0)
+    try:
+        episodes = _start(env, tokenizer)
+        torch.manual_seed(0)
+        limits = RolloutLimits(24, 1024, temperature)
+        play_episodes(env, episodes, engine_of(model), tokenizer, limits)
+    finally:
+        env.close()
+    return model, episodes
+
+
+def _updater(model, tokenizer, old_logprobs):
+    return PolicyUpdater(
+        model,
+        torch.optim.AdamW(model.parameters(), lr=1e-3),
+        FixedClip(),
+        UpdateSettings(kl_coef=0.0, temperature=0.8, mini_batches=2, old_logprobs=old_logprobs),
+        pad_token_id=tokenizer.pad_token_id,
+    )
+
+
+def test_hf_engine_scores_each_sampled_token_as_a_scoring_forward_does(tokenizer):
+    """Three turns of four contexts of different lengths, three rows a batch, later turns
+    on reused caches: each sampled token's reported log-prob and entropy equal those of
+    the whole conversation scored in one forward, within float error."""
+    torch.set_num_threads(1)
+    model = build_tiny_model(tokenizer, hidden_size=64, layers=2, heads=4, kv_heads=2, seed=5)
+    engine = HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id, batch_size=3)
+    transcripts = [Transcript(c) for c in ([5, 6, 7, 8], [5, 6, 7, 8], [9, 10], [11] * 13)]
+    reported = [TurnScores() for _ in transcripts]
+    torch.manual_seed(0)
+    for _ in range(3):
+        outputs = engine.generate([t.tokens for t in transcripts], [6] * 4, temperature=0.8)
+        for transcript, output, score, total in zip(
+            transcripts, outputs, engine.sampled_scores(), reported, strict=True
+        ):
+            assert len(score.logprobs) == len(score.entropy) == len(output)
+            transcript.add_generated(output)
+            transcript.add_template([12, 13, 14])
+            total.logprobs.extend(score.logprobs)
+            total.entropy.extend(score.entropy)
+    assert engine.stats["reused_tokens"] > 0
+    for transcript, total in zip(transcripts, reported, strict=True):
+        with torch.no_grad():
+            logp, entropy = token_logprobs(model, micro_batches([transcript], [0], 4096, 0)[0], 0.8)
+        torch.testing.assert_close(torch.tensor(total.logprobs), logp, rtol=0, atol=1e-5)
+        torch.testing.assert_close(torch.tensor(total.entropy), entropy, rtol=0, atol=1e-5)
+    assert engine.generate([[5, 6]], [3], temperature=0.0) and engine.sampled_scores() == [
+        TurnScores()
+    ]  # greedy: no distribution to report
+
+
+def test_the_engines_scores_of_a_rollout_are_the_rescored_old_policy(tokenizer):
+    """On a rollout through the environments, the update's old log-probs and entropy
+    from the engine's scores equal a scoring forward's, and an update from either gives
+    the same weights."""
+
+    def engine(model):  # three rows a batch: the fourth slot decodes in a batch of its own
+        return HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id, 3)
+
+    model, episodes = _played(tokenizer, engine)
+    assert all(e.behaviour_scores() is not None for e in episodes)
+    for i, episode in enumerate(episodes):
+        episode.reward = float(i % 2)
+    bypass = _updater(model, tokenizer, "rollout").score(episodes)
+    decoupled = _updater(model, tokenizer, "rescore").score(episodes)
+    assert (bypass.rescored, decoupled.rescored) == (0, len(episodes))
+    pairs = zip(
+        bypass.old_logprobs + bypass.entropy,
+        decoupled.old_logprobs + decoupled.entropy,
+        strict=True,
+    )
+    for a, b in pairs:
+        assert a.numel() > 0
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+    weights = {}
+    for source in ("rollout", "rescore"):
+        trained = copy.deepcopy(model)
+        _updater(trained, tokenizer, source).step(episodes, torch.Generator().manual_seed(0))
+        weights[source] = trained.state_dict()
+    for name, value in weights["rescore"].items():
+        torch.testing.assert_close(weights["rollout"][name], value, rtol=0, atol=1e-5)
+        assert not torch.equal(value, model.state_dict()[name]) or "norm" in name
+
+
+def test_episodes_without_the_engines_scores_are_rescored(tokenizer):
+    """A stale-mix engine reports no scores (its turns may come from lagging weights) and
+    a greedy turn has none: those episodes' old log-probs come from a scoring forward."""
+
+    def stale_mix(model):
+        fresh = HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id)
+        stale = SnapshotHFEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id)
+        return StaleMixEngine(fresh, stale, stale_share=0.5, stale_every=2)
+
+    def greedy(model):
+        return HFGenerateEngine(model, tokenizer.eos_token_id, tokenizer.pad_token_id)
+
+    for engine_of, temperature in ((stale_mix, 0.8), (greedy, 0.0)):
+        model, episodes = _played(tokenizer, engine_of, temperature, slots=2)
+        assert [e.behaviour_scores() for e in episodes] == [None, None]
+        assert _updater(model, tokenizer, "rollout").score(episodes).rescored == 2

@@ -334,6 +334,18 @@ class RLConfig:
         "terms. Off by default (the paper trains on every episode).",
         False,
     )
+    old_logprobs: str = _help(
+        "Where the importance ratio's old log-probs and the pacer's entropy come from: "
+        "'rollout', the in-process engine's scores of the tokens it sampled (verl's bypass "
+        "mode; any episode an engine did not score, e.g. from a stale or remote engine, is "
+        "re-scored); 'rescore', a forward of the weights the update starts from over every "
+        "episode (verl's decoupled mode). The in-process engine samples with those very "
+        "weights, so the two agree within float error; 'rollout' skips a forward, but a "
+        "resumed run then matches an uninterrupted one in tokens and weights and not in "
+        "the last digits of the first sampled token's scores, so 'rescore' is the default. "
+        "FSDP always re-scores.",
+        d.OLD_LOGPROBS,
+    )
     dynamic_sampling_rounds: int = _help(
         "DAPO's dynamic sampling (arXiv 2503.14476, sec. 3.2): with more than 1, a step "
         "plays rounds of fresh groups (every slot, new instances) and trains only the groups "
@@ -358,6 +370,11 @@ class RLConfig:
             )
         if self.micro_batch_tokens < 1 or self.logprob_chunk < 1:
             raise ValueError("rl.micro_batch_tokens and rl.logprob_chunk must be >= 1")
+        if self.old_logprobs not in d.OLD_LOGPROBS_SOURCES:
+            raise ValueError(
+                f"rl.old_logprobs must be one of {', '.join(d.OLD_LOGPROBS_SOURCES)}, "
+                f"got {self.old_logprobs!r}"
+            )
         if self.dynamic_sampling_rounds < 1:
             raise ValueError("rl.dynamic_sampling_rounds must be >= 1 (1 = off)")
         if self.save_every < 1 or self.keep_checkpoints < 1:

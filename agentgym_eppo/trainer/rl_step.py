@@ -79,6 +79,7 @@ def update_settings(config: TrainConfig, bf16: bool) -> UpdateSettings:
         logprob_chunk=r.logprob_chunk,
         skip_zero_advantage=r.skip_zero_advantage,
         bf16=bf16,
+        old_logprobs=r.old_logprobs,
     )
 
 

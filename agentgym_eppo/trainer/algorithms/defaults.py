@@ -30,6 +30,8 @@ MICRO_BATCH_TOKENS = 16384  # A.2: "capped at 16,384 tokens per micro-batch"
 MAX_GRAD_NORM = 1.0  # verl: actor.grad_clip
 LR = 1e-5  # A.2
 WEIGHT_DECAY = 0.0  # A.2
+OLD_LOGPROBS = "rescore"  # verl: the old-log-prob pass before the update ("decoupled" mode)
+OLD_LOGPROBS_SOURCES = ("rollout", "rescore")  # bypass, decoupled (update.UpdateSettings)
 LOGPROB_CHUNK = 1024  # ours: positions per chunk of the vocabulary-wide log-softmax (memory only)
 
 # --- sampling and episodes --------------------------------------------------------------

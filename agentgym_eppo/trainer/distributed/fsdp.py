@@ -209,7 +209,8 @@ class FSDPPolicyUpdater(PolicyUpdater):
             self._scatter(batch.members, batch.member_of_token, ent, entropy)
             if ref is not None:
                 self._scatter(batch.members, batch.member_of_token, ref_logp, ref)
-        return Scored(old, entropy, ref)
+        rescored = sum(episode.generated_tokens > 0 for episode in episodes)  # every one
+        return Scored(old, entropy, ref, rescored)
 
     def task_entropy(
         self, episodes: Sequence[Episode], scored: Scored, task_names: Sequence[str]

@@ -7,13 +7,18 @@ go to the environments in one ``step_some``, and the replies are appended to the
 transcripts as template tokens. Limits: the environment's turn limit, the tokens per
 turn, and the episode's total context; an episode that would outgrow the context ends
 through ``abort_some(..., AGENT_CONTEXT_LIMIT)`` with the abort penalty.
+
+An engine that is a :class:`ScoringEngine` (the in-process
+:class:`~agentgym_eppo.trainer.rollout.hf.HFGenerateEngine`) also reports each sampled
+token's log-probability and entropy; the episode keeps them (:attr:`Episode.sampled`),
+and the update can take its old-policy log-probs from them instead of a scoring forward.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from transformers import PreTrainedTokenizerBase
 
@@ -33,8 +38,27 @@ class SlotEnv(Protocol):
 
 
 @dataclass
+class TurnScores:
+    """Per sampled token: its log-probability and the entropy of the distribution it was
+    drawn from, both at the sampling temperature, under the weights that sampled it."""
+
+    logprobs: list[float] = field(default_factory=list)
+    entropy: list[float] = field(default_factory=list)
+
+
+@runtime_checkable
+class ScoringEngine(Protocol):
+    """A rollout engine that reports the :class:`TurnScores` of its last ``generate``
+    call, one per context (empty where it sampled nothing or sampled greedily)."""
+
+    def sampled_scores(self) -> list[TurnScores]: ...
+
+
+@dataclass
 class Episode:
-    """One finished episode: its transcript and how it ended."""
+    """One finished episode: its transcript and how it ended. ``sampled`` holds the
+    engine's :class:`TurnScores` of every generated token, in order, or None once a turn
+    came without them (an engine that reports none, a greedy turn)."""
 
     slot: int
     task_id: str
@@ -47,10 +71,36 @@ class Episode:
     score: float = 0.0
     turns: int = 0
     info: dict[str, Any] = field(default_factory=dict)
+    sampled: TurnScores | None = field(default_factory=TurnScores)
 
     @property
     def generated_tokens(self) -> int:
         return self.transcript.generated_tokens
+
+    def add_turn(self, ids: Sequence[int], scores: TurnScores | None) -> None:
+        """Append a sampled turn to the transcript, and its scores (None: not reported)."""
+        self.transcript.add_generated(ids)
+        if self.sampled is None or scores is None or len(scores.logprobs) != len(ids):
+            self.sampled = None
+            return
+        self.sampled.logprobs.extend(scores.logprobs)
+        self.sampled.entropy.extend(scores.entropy)
+
+    def behaviour_scores(self) -> TurnScores | None:
+        """The sampling engine's scores of every loss token, or None when some are missing.
+
+        >>> from agentgym_eppo.trainer.rollout.chat import Transcript
+        >>> episode = Episode(0, "os", "g", "s", Transcript([1, 2]))
+        >>> episode.add_turn([7, 8], TurnScores([-0.1, -0.2], [0.5, 0.4]))
+        >>> episode.behaviour_scores().logprobs
+        [-0.1, -0.2]
+        >>> episode.add_turn([9], None)
+        >>> episode.behaviour_scores() is None
+        True
+        """
+        if self.sampled is None or len(self.sampled.logprobs) != self.generated_tokens:
+            return None
+        return self.sampled
 
 
 @dataclass(frozen=True)
@@ -119,10 +169,11 @@ def play_episodes(
         turns = engine.generate(
             [by_slot[s].transcript.tokens for s in running], budgets, limits.temperature
         )
+        reported = engine.sampled_scores() if isinstance(engine, ScoringEngine) else None
         actions: list[str] = []
-        for slot, ids in zip(running, turns, strict=True):
+        for k, (slot, ids) in enumerate(zip(running, turns, strict=True)):
+            by_slot[slot].add_turn(ids, reported[k] if reported is not None else None)
             transcript = by_slot[slot].transcript
-            transcript.add_generated(ids)
             if not ids or ids[-1] != eos:
                 transcript.add_template([eos])  # the turn was cut: close it as the template does
             body = ids[:-1] if ids and ids[-1] == eos else ids

@@ -18,6 +18,11 @@ two policies; they are also dropped at the next call unless a context continues 
 With ``bf16`` the engine decodes with a bf16 copy of the weights, made once per weights
 version (autocast would cast every weight again at every decoding step).
 
+Every sampled token's log-probability and the entropy of the distribution it was drawn
+from (at the call's temperature, from the logits it was sampled from) are reported by
+:meth:`HFGenerateEngine.sampled_scores`: the update can take the old policy's log-probs
+from them instead of a scoring forward (``rl.old_logprobs``, ``docs/trainer.md``).
+
 Example (a tiny random model; the second turn reuses the first turn's cache):
 
 >>> import torch
@@ -44,6 +49,8 @@ from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
 from agentgym_eppo.trainer.devices import autocast_context
+
+from .episodes import TurnScores
 
 LayerKV = tuple[torch.Tensor, torch.Tensor]
 
@@ -86,6 +93,12 @@ class HFGenerateEngine:
         self._kept_lengths: set[int] = set()
         self._shadow: PreTrainedModel | None = None
         self._weights_version: tuple[int, ...] = ()
+        self._scores: list[TurnScores] = []
+
+    def sampled_scores(self) -> list[TurnScores]:
+        """The last :meth:`generate` call's :class:`TurnScores`, one per context (empty
+        for a greedy call: ``temperature == 0`` samples from no distribution)."""
+        return self._scores
 
     def update_weights(self, model: PreTrainedModel) -> None:
         self.model = model  # same process, same module: nothing to copy
@@ -105,6 +118,7 @@ class HFGenerateEngine:
             self._forget()
             self._weights_version = version
         results: list[list[int]] = [[] for _ in contexts]
+        scores = [TurnScores() for _ in contexts]
         kept: dict[tuple[int, ...], list[LayerKV]] = {}
         order = sorted(
             (i for i in range(len(contexts)) if max_new_tokens[i] > 0),
@@ -120,16 +134,17 @@ class HFGenerateEngine:
                     rows = self._prefill(
                         [list(contexts[i]) for i in indices], [max_new_tokens[i] for i in indices]
                     )
-                    for index, output, (tokens, layers) in zip(
+                    for index, output, score, (tokens, layers) in zip(
                         indices, *self._decode(rows, temperature), strict=True
                     ):
-                        results[index] = output
+                        results[index], scores[index] = output, score
                         if layers:
                             kept[tokens] = layers
         finally:
             self.model.train(was_training)
         self._kept = kept
         self._kept_lengths = {len(tokens) for tokens in kept}
+        self._scores = scores
         return results
 
     def _forget(self) -> None:
@@ -187,8 +202,9 @@ class HFGenerateEngine:
 
     def _decode(
         self, rows: list[_Row], temperature: float
-    ) -> tuple[list[list[int]], list[tuple[tuple[int, ...], list[LayerKV]]]]:
-        """Sample every row's turn; return the turns and each row's cache to keep."""
+    ) -> tuple[list[list[int]], list[TurnScores], list[tuple[tuple[int, ...], list[LayerKV]]]]:
+        """Sample every row's turn; return the turns, their scores and each row's cache
+        to keep."""
         device = self._device()
         width = max(row.layers[0][0].shape[2] for row in rows)
         pads = [width - row.layers[0][0].shape[2] for row in rows]
@@ -204,14 +220,19 @@ class HFGenerateEngine:
         positions = torch.tensor([[len(row.tokens)] for row in rows], device=device)
         logits = torch.stack([row.logits for row in rows])
         outputs: list[list[int]] = [[] for _ in rows]
+        scores = [TurnScores() for _ in rows]
         kept: list[tuple[tuple[int, ...], list[LayerKV]]] = [((), []) for _ in rows]
         active = list(range(len(rows)))  # batch position -> row
         while True:
             sampled = _sample(logits, temperature)
+            logprobs, entropy = _scores(logits, sampled, temperature)
             staying = []
             for position, row in enumerate(active):
                 token = int(sampled[position])
                 outputs[row].append(token)
+                if temperature > 0:
+                    scores[row].logprobs.append(logprobs[position])
+                    scores[row].entropy.append(entropy[position])
                 if token != self.eos_token_id and len(outputs[row]) < rows[row].budget:
                     staying.append(position)
                     continue
@@ -235,7 +256,7 @@ class HFGenerateEngine:
             )
             positions = positions + 1
             logits = output.logits[:, -1].float()
-        return outputs, kept
+        return outputs, scores, kept
 
     def _forward(
         self,
@@ -310,6 +331,21 @@ def _layers(cache: DynamicCache) -> list[LayerKV]:
 def _row_of(tensor: torch.Tensor, position: int, pad: int) -> torch.Tensor:
     """One row of a batch cache without its left padding, as its own compact tensor."""
     return tensor[position : position + 1, :, pad:].clone()
+
+
+def _scores(
+    logits: torch.Tensor, sampled: torch.Tensor, temperature: float
+) -> tuple[list[float], list[float]]:
+    """Each row's sampled token's log-probability and the distribution's entropy at
+    ``temperature``, computed as the update's scoring forward computes them
+    (:func:`~agentgym_eppo.trainer.algorithms.losses.chunked_logprobs_and_entropy`);
+    nothing for a greedy call."""
+    if temperature <= 0:
+        return [], []
+    log_probs = torch.log_softmax(logits / temperature, dim=-1)
+    chosen = log_probs.gather(-1, sampled[:, None])[:, 0]
+    entropy = -(log_probs.exp() * log_probs).sum(-1)
+    return chosen.tolist(), entropy.tolist()
 
 
 def _sample(logits: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -5,10 +5,19 @@ Only loss tokens (mask 1: what the model generated) are scored: a token at posit
 of similar length (sorted) so that ``rows x longest`` stays under a token cap
 (appendix A.2: 16,384 tokens per micro-batch); a transcript longer than the cap gets a
 micro-batch of its own.
+
+Rows are padded on the right, so a row's real tokens attend only to real tokens under
+the causal mask alone: the forward takes no padding mask, which lets SDPA run its causal
+kernel (it skips the key blocks above the diagonal; with a mask tensor it computes all
+of them, and transformers builds a ``[rows, 1, T, T]`` mask first). The padded
+positions' outputs are never read. A micro-batch (the loss's unit: BAPO's bounds and
+the accumulation are per micro-batch) is computed in *pieces*: runs of rows of similar
+length, each padded only to its own longest row (:func:`plan_pieces`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,6 +59,40 @@ def plan_micro_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int
     if current:
         groups.append(current)
     return groups
+
+
+FORWARD_TOKENS = 64
+"""A forward pass's fixed cost, in tokens of work: the length-8 forward of
+``agentgym-tiny`` on a CPU core costs as much as ~70 tokens of a 256-token one."""
+
+
+def plan_pieces(lengths: Sequence[int], forward_tokens: int = FORWARD_TOKENS) -> list[range]:
+    """Split rows into runs of neighbours, one forward each, padded to the run's longest
+    row: the split with the fewest padded tokens plus ``forward_tokens`` per forward
+    (exact, by dynamic programming over the cut points). Rows keep their order, so the
+    pieces' loss tokens come out in the micro-batch's order; sorted lengths (as
+    :func:`plan_micro_batches` gives) make the runs homogeneous.
+
+    >>> plan_pieces([100, 110, 2950, 3000])
+    [range(0, 2), range(2, 4)]
+    >>> plan_pieces([100, 110, 120])
+    [range(0, 3)]
+    """
+    best = [0.0] + [math.inf] * len(lengths)  # best[j]: the cost of rows [0, j)
+    cut = [0] * (len(lengths) + 1)  # cut[j]: where the last piece of rows [0, j) starts
+    for end in range(1, len(lengths) + 1):
+        longest = 0
+        for start in range(end - 1, -1, -1):
+            longest = max(longest, lengths[start])
+            cost = best[start] + (end - start) * longest + forward_tokens
+            if cost < best[end]:
+                best[end], cut[end] = cost, start
+    pieces: list[range] = []
+    end = len(lengths)
+    while end > 0:
+        pieces.append(range(cut[end], end))
+        end = cut[end]
+    return pieces[::-1]
 
 
 def build_micro_batch(
@@ -97,17 +140,31 @@ def token_logprobs(
     temperature: float = 1.0,
     chunk_size: int = 1024,
     bf16: bool = False,
+    forward_tokens: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-prob and entropy (at ``temperature``) of every loss token of ``batch``."""
+    """Log-prob and entropy (at ``temperature``) of every loss token of ``batch``.
+
+    ``forward_tokens`` None: one decoder forward for the whole micro-batch (FSDP ranks
+    must run the same number of forwards); a number: one per piece of
+    :func:`plan_pieces` with that fixed cost per forward."""
     device = next(model.parameters()).device
+    lengths = batch.attention_mask.sum(dim=1).tolist()
+    pieces = (
+        [range(len(lengths))] if forward_tokens is None else plan_pieces(lengths, forward_tokens)
+    )
+    rows, positions = batch.rows.to(device), batch.positions.to(device)
+    first_token = torch.searchsorted(batch.rows, torch.tensor([p.start for p in pieces]))
+    bounds = [*first_token.tolist(), batch.num_tokens]
     with autocast_context(bf16):
-        hidden = model.get_decoder()(
-            input_ids=batch.input_ids.to(device),
-            attention_mask=batch.attention_mask.to(device),
-            use_cache=False,
-        ).last_hidden_state
-        selected = hidden[batch.rows.to(device), batch.positions.to(device)]
+        selected = []
+        for piece, start, end in zip(pieces, bounds, bounds[1:], strict=False):
+            width = max(lengths[row] for row in piece)
+            hidden = model.get_decoder()(
+                input_ids=batch.input_ids[piece.start : piece.stop, :width].to(device),
+                use_cache=False,
+            ).last_hidden_state
+            selected.append(hidden[rows[start:end] - piece.start, positions[start:end]])
         weight = model.get_output_embeddings().weight
         return chunked_logprobs_and_entropy(
-            selected, weight, batch.targets.to(device), temperature, chunk_size
+            torch.cat(selected), weight, batch.targets.to(device), temperature, chunk_size
         )

@@ -31,12 +31,22 @@ from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy, ClipToken
 from agentgym_eppo.trainer.algorithms.losses import token_losses, token_sum
 from agentgym_eppo.trainer.rollout.episodes import Episode, episodes_by_task, group_rewards
 
-from .batching import MicroBatch, micro_batches, token_logprobs
+from .batching import FORWARD_TOKENS, MicroBatch, micro_batches, token_logprobs
 
 
 @dataclass(frozen=True)
 class UpdateSettings:
-    """The update's knobs; defaults from :mod:`agentgym_eppo.trainer.algorithms.defaults`."""
+    """The update's knobs; defaults from :mod:`agentgym_eppo.trainer.algorithms.defaults`.
+
+    ``old_logprobs`` says where the ratio's old log-probs and the pacer's entropy come
+    from: ``rollout``, the sampling engine's own scores of the tokens it drew (the
+    behaviour policy; an episode without a score for each of its tokens is re-scored);
+    ``rescore``, a forward of the current weights over every episode before the update
+    (verl's "bypass" and "decoupled" modes). The in-process engine samples with the
+    weights the update starts from, so the two agree within float error there; they
+    differ where the sampler lags (a stale engine, which reports no scores) or computes
+    otherwise (bf16 decoding).
+    """
 
     advantage: str = d.ADVANTAGE
     task_adv_norm: bool = d.TASK_ADV_NORM
@@ -51,9 +61,15 @@ class UpdateSettings:
     logprob_chunk: int = d.LOGPROB_CHUNK
     skip_zero_advantage: bool = False
     bf16: bool = False
+    old_logprobs: str = d.OLD_LOGPROBS
 
     def __post_init__(self) -> None:
         ADVANTAGE_ESTIMATORS.lookup(self.advantage, where="advantage")
+        if self.old_logprobs not in d.OLD_LOGPROBS_SOURCES:
+            raise ValueError(
+                f"old_logprobs must be one of {', '.join(d.OLD_LOGPROBS_SOURCES)}, "
+                f"got {self.old_logprobs!r}"
+            )
         if self.ppo_epochs < 1 or self.mini_batches < 1:
             raise ValueError(
                 f"ppo_epochs and mini_batches must be >= 1, got {self.ppo_epochs}, "
@@ -68,6 +84,7 @@ class Scored:
     old_logprobs: list[torch.Tensor]
     entropy: list[torch.Tensor]
     ref_logprobs: list[torch.Tensor] | None
+    rescored: int = 0  # episodes whose old log-probs came from a scoring forward
 
 
 @dataclass
@@ -86,6 +103,7 @@ class UpdateResult:
     kl: float = 0.0
     grad_norm: float = 0.0
     tokens: int = 0
+    rescored_episodes: int = 0
     task_entropy: dict[str, float] = field(default_factory=dict)
     task_tokens: dict[str, int] = field(default_factory=dict)
     task_clip_eps: dict[str, float] = field(default_factory=dict)
@@ -153,6 +171,7 @@ def step_record(
             "kl": result.kl,
             "grad_norm": result.grad_norm,
             "tokens": result.tokens,
+            "rescored_episodes": result.rescored_episodes,
             "episodes": len(episodes),
             "trained_episodes": len(episodes if trained is None else trained),
             "rounds": rounds,
@@ -283,31 +302,46 @@ class PolicyUpdater:
 
     @torch.no_grad()
     def score(self, episodes: Sequence[Episode], trained: Sequence[int] | None = None) -> Scored:
-        """Log-probs and entropy of every loss token under the current (rollout) policy,
-        and, when the KL term is on, reference log-probs of the episodes in ``trained``
-        (default: all with a loss token; the others never reach the loss). An episode
-        without loss tokens gets empty tensors and is in no micro-batch."""
+        """Log-probs and entropy of every loss token under the policy that sampled it, and,
+        when the KL term is on, reference log-probs of the episodes in ``trained``
+        (default: all with a loss token; the others never reach the loss). With
+        ``old_logprobs: rollout`` an episode the engine scored keeps those scores; the
+        others are scored by a forward of the current weights. An episode without loss
+        tokens gets empty tensors and is in no micro-batch."""
         s = self.settings
         transcripts = [episode.transcript for episode in episodes]
         with_tokens = [i for i, episode in enumerate(episodes) if episode.generated_tokens > 0]
         old: list[torch.Tensor] = [torch.zeros(0)] * len(episodes)
         entropy: list[torch.Tensor] = [torch.zeros(0)] * len(episodes)
-        batches = micro_batches(transcripts, with_tokens, s.micro_batch_tokens, self.pad_token_id)
+        rescored = []
+        for i in with_tokens:
+            sampled = episodes[i].behaviour_scores() if s.old_logprobs == "rollout" else None
+            if sampled is None:
+                rescored.append(i)
+                continue
+            old[i] = torch.tensor(sampled.logprobs, dtype=torch.float32)
+            entropy[i] = torch.tensor(sampled.entropy, dtype=torch.float32)
+        batches = micro_batches(transcripts, rescored, s.micro_batch_tokens, self.pad_token_id)
         for batch in batches:
-            logp, ent = token_logprobs(self.model, batch, s.temperature, s.logprob_chunk, s.bf16)
+            logp, ent = token_logprobs(
+                self.model, batch, s.temperature, s.logprob_chunk, s.bf16, FORWARD_TOKENS
+            )
             self._scatter(batch.members, batch.member_of_token, logp, old)
             self._scatter(batch.members, batch.member_of_token, ent, entropy)
         if not self._uses_reference or self.ref_model is None:
-            return Scored(old, entropy, None)
+            return Scored(old, entropy, None, len(rescored))
         ref: list[torch.Tensor] = [torch.zeros(0)] * len(episodes)
-        if trained is not None and list(trained) != with_tokens:  # else the policy's serve
-            batches = micro_batches(transcripts, trained, s.micro_batch_tokens, self.pad_token_id)
+        referenced = with_tokens if trained is None else list(trained)
+        if referenced != rescored:  # else the policy's micro-batches serve
+            batches = micro_batches(
+                transcripts, referenced, s.micro_batch_tokens, self.pad_token_id
+            )
         for batch in batches:
             ref_logp, _ = token_logprobs(
-                self.ref_model, batch, s.temperature, s.logprob_chunk, s.bf16
+                self.ref_model, batch, s.temperature, s.logprob_chunk, s.bf16, FORWARD_TOKENS
             )
             self._scatter(batch.members, batch.member_of_token, ref_logp, ref)
-        return Scored(old, entropy, ref)
+        return Scored(old, entropy, ref, len(rescored))
 
     @property
     def _uses_reference(self) -> bool:
@@ -347,6 +381,7 @@ class PolicyUpdater:
         trained_episodes = self._trained(episodes, advantages)
         scored = self.score(episodes, trained_episodes)
         result.score_seconds = time.perf_counter() - started
+        result.rescored_episodes = scored.rescored
         task_names = sorted({episode.task_id for episode in episodes})
         result.task_entropy, result.task_tokens = self.task_entropy(episodes, scored, task_names)
         result.tokens = sum(result.task_tokens.values())
@@ -397,7 +432,9 @@ class PolicyUpdater:
 
     def _forward(self, batch: MicroBatch) -> tuple[torch.Tensor, torch.Tensor]:
         s = self.settings
-        return token_logprobs(self.model, batch, s.temperature, s.logprob_chunk, s.bf16)
+        return token_logprobs(
+            self.model, batch, s.temperature, s.logprob_chunk, s.bf16, FORWARD_TOKENS
+        )
 
     def _backward(self, loss: torch.Tensor) -> None:
         loss.backward()
