@@ -21,6 +21,8 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,9 @@ DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PYTHON_LANGUAGES = ("python", "py")
 SHELL_LANGUAGES = ("bash", "sh", "shell", "console")
 SNIPPET_TIMEOUT_S = 600
+SNIPPET_WORKERS = 2
+"""Python snippets run at once, each its own process (they share nothing: scratch
+folders, port 0, per-episode databases); the CI has two cores."""
 
 NOT_TESTED: frozenset[tuple[str, str]] = frozenset(
     {
@@ -142,26 +147,54 @@ def test_not_tested_snippets_are_marked_with_reasons_and_listed() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    "snippet", [s for s in PYTHON if s.not_tested is None], ids=lambda s: s.name
-)
-def test_python_snippet_runs_as_written(snippet: Snippet, tmp_path: Path) -> None:
-    script = tmp_path / "snippet.py"
+def run_snippet(snippet: Snippet, folder: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``snippet`` as its own script in ``folder`` (``configs/`` linked in)."""
+    script = folder / "snippet.py"
     script.write_text(snippet.code, encoding="utf-8")
-    (tmp_path / "configs").symlink_to(ROOT / "configs", target_is_directory=True)
+    (folder / "configs").symlink_to(ROOT / "configs", target_is_directory=True)
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     environment["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     )
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(script)],
-        cwd=tmp_path,
+        cwd=folder,
         env=environment,
         capture_output=True,
         text=True,
         timeout=SNIPPET_TIMEOUT_S,
         check=False,
     )
+
+
+@pytest.fixture(scope="module")
+def snippet_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
+    """The selected Python snippets, started :data:`SNIPPET_WORKERS` at a time in document
+    order when the first of their tests runs; each test waits for its own."""
+    selected = [
+        item.callspec.params["snippet"]
+        for item in request.session.items
+        if isinstance(item, pytest.Function) and item.obj is test_python_snippet_runs_as_written
+    ]
+    with ThreadPoolExecutor(SNIPPET_WORKERS) as pool:
+        runs = {
+            snippet.name: pool.submit(run_snippet, snippet, tmp_path_factory.mktemp("snippet"))
+            for snippet in selected
+        }
+        yield runs
+        for run in runs.values():
+            run.cancel()  # what a stopped session left unstarted
+
+
+@pytest.mark.parametrize(
+    "snippet", [s for s in PYTHON if s.not_tested is None], ids=lambda s: s.name
+)
+def test_python_snippet_runs_as_written(
+    snippet: Snippet, snippet_runs: dict[str, Future[subprocess.CompletedProcess[str]]]
+) -> None:
+    result = snippet_runs[snippet.name].result()
     assert result.returncode == 0, (
         f"{snippet.name}: the snippet failed (exit {result.returncode}); mark it "
         "<!-- not-tested: reason --> only if it needs what tests cannot have.\n"
