@@ -83,14 +83,21 @@ def write_run(
     return run
 
 
-def write_episodes(run: Path, outcomes: dict[str, list[list[bool]]]) -> Path:
-    """Rewrite ``eval_after_rl.json`` with its episodes: ``outcomes[task][i]`` are the
-    successes of instance ``i``'s samples (ids ``<task>-dev-<i>``, the same in every run);
-    each task's success is the mean over its episodes."""
+def write_episodes(
+    run: Path,
+    outcomes: dict[str, list[list[bool]]],
+    *,
+    stage: str = "after_rl",
+    split: str = "dev",
+) -> Path:
+    """(Re)write ``eval_<stage>.json`` with its episodes: ``outcomes[task][i]`` are the
+    successes of instance ``i``'s samples (ids ``<task>-<split>-<i>``, the same in every
+    run); each task's success is the mean over its episodes."""
+    run.mkdir(parents=True, exist_ok=True)
     episodes = [
         {
             "task_id": task,
-            "sample_id": f"{task}-dev-{i:05d}",
+            "sample_id": f"{task}-{split}-{i:05d}",
             "success": success,
             "reward": float(success),
             "status": "completed",
@@ -105,11 +112,11 @@ def write_episodes(run: Path, outcomes: dict[str, list[list[bool]]]) -> Path:
         played = [float(e["success"]) for e in episodes if e["task_id"] == task]
         tasks[task] = {"success": sum(played) / len(played), "n": len(played), "statuses": {}}
     report = {
-        "stage": "after_rl",
-        "split": "dev",
+        "stage": stage,
+        "split": split,
         "tasks": tasks,
         "mean_success": sum(t["success"] for t in tasks.values()) / len(tasks),
         "episodes": episodes,
     }
-    (run / "eval_after_rl.json").write_text(json.dumps(report))
+    (run / f"eval_{stage}.json").write_text(json.dumps(report))
     return run

@@ -194,3 +194,9 @@ def test_a_named_start_is_evaluated_once_and_the_report_rebuilds_from_the_export
     assert not (tmp_path / "out" / "runs").exists()
     assert [r["seed"] for r in before["methods"]["eppo"]] == [0]
     assert before["start_success"] is not None
+    confirmation = before["confirmation"]  # the report reads the exported confirmation
+    assert confirmation["split"] == "test" and confirmation["missing"] == {"eppo": {}}
+    assert confirmation["methods"]["eppo"][0]["success"] == pytest.approx(
+        {task: entry["success"] for task, entry in confirmed["tasks"].items()}
+        | {"mean_success": confirmed["mean_success"]}
+    )

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from handmade_runs import write_run
+from handmade_runs import write_episodes, write_run
 
 from agentgym_eppo.trainer.compare import (
     FINISHED,
     _as_override_args,
     _lock,
+    collect_confirmations,
+    confirmed_dir,
     is_finished,
     load_compare_config,
     planned_runs,
@@ -163,6 +165,47 @@ def test_report_only_reads_finished_runs_and_marks_the_rest_missing(tmp_path: Pa
     assert "- `eppo/seed1`: ValueError: boom" in text
     assert "| start (shared) | - | 0.250 | 0.125 | 0.188 |" in text
     assert "| eppo | 1 | 0.500 (1 seed) | 0.250 (1 seed) | 0.375 (1 seed) |" in text
+
+
+def test_the_report_reads_the_confirmations_exported_and_says_why_a_run_has_none(
+    tmp_path: Path,
+) -> None:
+    """Seed 0 of both trained elsewhere (exported), only eppo's confirmed; grpo_tan seed 1
+    trained here, not confirmed yet; eppo seed 1 still training."""
+    path = write_config(
+        tmp_path / "c.yaml",
+        results_dir=str(tmp_path / "results"),
+        headline=["grpo_tan", "eppo"],
+        confirm_split="test",
+    )
+    config = load_compare_config(path)
+    for method in ("grpo_tan", "eppo"):
+        write_run(config.exported_slot(method, 0))
+    write_episodes(
+        confirmed_dir(config, "eppo", 0),
+        {"os": [[True], [False]], "db": [[False], [False]]},
+        stage="before_sft",
+        split="test",
+    )
+    here = write_run(config.run_slot("grpo_tan", 1))
+    (here / FINISHED).write_text(json.dumps({"run_dir": str(here), "seconds": 1.0}))
+    confirmation = collect_confirmations(config)
+    assert confirmation is not None and confirmation.split == "test"
+    assert [r.seed for r in confirmation.results["eppo"]] == [0]
+    assert confirmation.results["eppo"][0].success == {"os": 0.5, "db": 0.0, "mean_success": 0.25}
+    assert confirmation.results["grpo_tan"] == []
+    assert confirmation.missing == {
+        "grpo_tan": {
+            0: "trained on another machine, whose checkpoints did not travel with the exported "
+            "files: nothing is left to evaluate",
+            1: "trained here, not confirmed yet",
+        },
+        "eppo": {1: "not finished yet"},
+    }
+    text = run_compare(path, report_only=True).read_text()
+    assert "## Confirmation on the test split" in text
+    assert "| eppo (EPPO) | 0 | 0.500 | 0.000 | 0.250 | 0.375 |" in text
+    assert collect_confirmations(load_compare_config(write_config(tmp_path / "d.yaml"))) is None
 
 
 def test_the_lock_refuses_a_second_live_comparison_and_is_released(tmp_path: Path) -> None:

@@ -10,8 +10,10 @@ from handmade_runs import write_episodes, write_run
 
 from agentgym_eppo.trainer.analysis.compare_report import (
     PAPER_CLAIMS,
+    Confirmation,
     SeedResult,
     claim_verdict,
+    collect_confirmation,
     collect_seed,
     interval_cell,
     paired_over_seeds,
@@ -273,3 +275,134 @@ def test_within_each_seed_the_evaluations_are_paired_instance_by_instance(tmp_pa
     assert "| eppo - grpo_tan | 1 | 16 | +0.250 | 0.125 | exact |" in text
     level = json.loads((tmp_path / "out" / "report.json").read_text())["instance_level"]
     assert [(p["seed"], p["p_value"]) for p in level] == [(0, 0.125), (1, 0.125)]
+
+
+ELSEWHERE = "trained on another machine, whose checkpoints did not travel"
+
+
+def confirmed(root: Path, method: str, seed: int, solved: dict[str, int]) -> SeedResult:
+    """A run's exported confirmation on test: 8 instances per task played once, the first
+    ``solved[task]`` of them solved."""
+    outcomes = {task: [[k < n] for k in range(8)] for task, n in solved.items()}
+    folder = write_episodes(
+        root / f"{method}/seed{seed}/confirm-test",
+        outcomes,
+        stage="before_sft",
+        split="test",
+    )
+    return collect_confirmation(seed, folder, "test")
+
+
+def confirmation_report(
+    root: Path, eppo_seeds: dict[int, dict[str, int]], missing: dict[str, dict[int, str]]
+) -> tuple[str, dict]:
+    """The report of :func:`finished_runs` with grpo_tan confirmed on seeds 1 and 2 (os 2
+    of 8 solved, db 0) and eppo on ``eppo_seeds``; its text and its JSON's confirmation."""
+    grpo = [confirmed(root / "grid", "grpo_tan", s, {"os": 2, "db": 0}) for s in (1, 2)]
+    eppo = [confirmed(root / "grid", "eppo", s, solved) for s, solved in eppo_seeds.items()]
+    results = finished_runs(root / "runs")
+    del results["rloo"]
+    text = write_compare_report(
+        root / "out",
+        results,
+        planned_seeds={key: [0, 1, 2] for key in results},
+        confirmation=Confirmation("test", {"grpo_tan": grpo, "eppo": eppo}, missing),
+    ).read_text()
+    return text, json.loads((root / "out" / "report.json").read_text())["confirmation"]
+
+
+def test_the_confirmation_repeats_the_primary_test_on_the_seeds_confirmed(
+    tmp_path: Path,
+) -> None:
+    """Seeds 1 and 2 confirmed for both methods, seed 0 trained elsewhere. eppo - grpo_tan
+    on the mean over tasks: +0.375 and +0.25; one-sided exact p over 2 seeds: 1/4."""
+    text, data = confirmation_report(
+        tmp_path,
+        {1: {"os": 6, "db": 2}, 2: {"os": 4, "db": 2}},
+        {"grpo_tan": {0: ELSEWHERE}, "eppo": {0: ELSEWHERE}},
+    )
+    section = text.split("## Confirmation on the test split")[1]
+    assert "Confirmed: grpo_tan (AgentRL) seeds [1, 2]; eppo (EPPO) seeds [1, 2]." in section
+    assert f"- grpo_tan (AgentRL), seeds [0]: {ELSEWHERE}" in section
+    assert f"- eppo (EPPO), seeds [0]: {ELSEWHERE}" in section
+    # per seed: test success per task, its mean, and the same run's dev mean beside
+    assert "| eppo (EPPO) | 1 | 0.750 | 0.250 | 0.500 | 0.625 |" in section
+    assert "| eppo (EPPO) | 2 | 0.500 | 0.250 | 0.375 | 0.500 |" in section
+    assert (
+        "| eppo (EPPO) | mean (2 seeds) | 0.625 [-0.963, 2.213] | 0.250 [0.250, 0.250] | "
+        "0.438 [-0.357, 1.232] | 0.562 [-0.232, 1.357] |" in section
+    )
+    assert "| grpo_tan (AgentRL) | 1 | 0.250 | 0.000 | 0.125 | 0.375 |" in section
+    assert (
+        "| Table 1 | eppo > grpo_tan on mean_success | EPPO 54.3 vs AgentRL 51.6 AVG | "
+        "0.438 [-0.357, 1.232] vs 0.125 [0.125, 0.125] | [1, 2] | +0.312 [-0.482, +1.107] | "
+        "0.25 | 1 | paired permutation test, one-sided, exact (smallest p possible 0.25) | "
+        "not resolved at this scale |" in section
+    )
+    assert "| eppo - grpo_tan | [1, 2] |" in section
+    # within a seed, the test instances paired: seed 1 flips 4 os and 2 db instances
+    assert "played the same test instances" in section
+    assert "| eppo - grpo_tan | 1 | 16 | +0.375 | 0.0312 | exact |" in section
+    assert "| eppo - grpo_tan | 2 | 16 | +0.250 | 0.125 | exact |" in section
+    assert data["split"] == "test"
+    assert [r["seed"] for r in data["methods"]["eppo"]] == [1, 2]
+    assert data["missing"] == {"grpo_tan": {"0": ELSEWHERE}, "eppo": {"0": ELSEWHERE}}
+    assert data["intervals"]["methods"]["eppo"]["mean_success"]["mean"] == 0.4375
+    (claim,) = data["claims"]
+    assert claim["claimed"]["seeds"] == [1, 2] and claim["claimed"]["p_value"] == 0.25
+    assert claim["claimed"]["alternative"] == "greater"
+    assert [(p["seed"], p["instances"]) for p in data["instance_level"]] == [(1, 16), (2, 16)]
+
+
+def test_a_seed_without_its_confirmation_is_left_out_of_the_pairs_and_named(
+    tmp_path: Path,
+) -> None:
+    text, data = confirmation_report(
+        tmp_path,
+        {1: {"os": 6, "db": 2}},
+        {"grpo_tan": {0: ELSEWHERE}, "eppo": {0: ELSEWHERE, 2: "not finished yet"}},
+    )
+    section = text.split("## Confirmation on the test split")[1]
+    assert "Confirmed: grpo_tan (AgentRL) seeds [1, 2]; eppo (EPPO) seeds [1]." in section
+    assert "- eppo (EPPO), seeds [2]: not finished yet" in section
+    assert "| eppo (EPPO) | mean (1 seed) | 0.750 (1 seed) |" in section
+    assert "| [1] | - | - | - | not enough seeds (1 common) | not resolved at this scale |" in (
+        section
+    )
+    assert "| eppo - grpo_tan | 1 | 16 | +0.375 |" in section
+    assert "| eppo - grpo_tan | 2 |" not in section
+    assert data["claims"][0]["claimed"]["test"] == "not enough seeds"
+    assert data["missing"]["eppo"] == {"0": ELSEWHERE, "2": "not finished yet"}
+
+
+def test_without_any_confirmation_the_section_says_so(tmp_path: Path) -> None:
+    results = finished_runs(tmp_path / "runs")
+    missing = {m: dict.fromkeys((0, 1, 2), ELSEWHERE) for m in ("grpo_tan", "eppo")}
+    text = write_compare_report(
+        tmp_path / "out",
+        results,
+        planned_seeds={key: [0, 1, 2] for key in results},
+        confirmation=Confirmation("test", {"grpo_tan": [], "eppo": []}, missing),
+    ).read_text()
+    section = text.split("## Confirmation on the test split")[1].split("\n## ")[0]
+    assert "No headline run has been evaluated on the test split yet." in section
+    assert f"- grpo_tan (AgentRL), seeds [0, 1, 2]: {ELSEWHERE}" in section
+    assert "| method | seed |" not in section and "Table 1" not in section
+    data = json.loads((tmp_path / "out" / "report.json").read_text())["confirmation"]
+    assert data["methods"] == {"grpo_tan": [], "eppo": []}
+    assert data["claims"][0]["claimed"]["test"] == "not enough seeds"
+
+
+def test_a_comparison_without_a_confirmation_split_has_no_such_section(
+    partial_report: Path,
+) -> None:
+    assert "Confirmation on" not in partial_report.read_text()
+    assert json.loads((partial_report.parent / "report.json").read_text())["confirmation"] is None
+
+
+def test_a_confirmation_on_another_split_is_refused(tmp_path: Path) -> None:
+    folder = write_episodes(tmp_path, {"os": [[True]]}, stage="before_sft", split="dev")
+    with pytest.raises(ValueError, match=r"evaluated on 'dev', not the 'test' split"):
+        collect_confirmation(0, folder, "test")
+    with pytest.raises(FileNotFoundError, match=r"no eval_before_sft\.json"):
+        collect_confirmation(0, tmp_path / "empty", "test")

@@ -23,8 +23,9 @@ other methods seed by seed):
 With ``confirm_split``, each headline run's final checkpoint is evaluated once on that
 split with the same protocol (``RESULTS/<method>/seed<k>/confirm-<split>/``) as the last
 part of the run, before it counts as finished (checkpoints stay on the machine that
-trained them; the exports travel). ``--confirm-only`` evaluates the headline runs
-finished here without one, beside a comparison still training.
+trained them; the exports travel), and the report gives these evaluations their own
+section. ``--confirm-only`` evaluates the headline runs finished here without one, beside
+a comparison still training.
 
 With ``parallel_runs: N`` in the config, up to N runs train at once, each in its own
 process (``torch_threads`` threads each): on a 2-core machine two one-thread runs finish
@@ -59,7 +60,9 @@ import yaml
 
 from agentgym_eppo.core.tasks import SPLITS
 from agentgym_eppo.trainer.analysis.compare_report import (
+    Confirmation,
     SeedResult,
+    collect_confirmation,
     collect_seed,
     write_compare_report,
 )
@@ -512,6 +515,37 @@ def _result_dir(config: CompareConfig, method: str, seed: int) -> Path | None:
     return None
 
 
+def collect_confirmations(config: CompareConfig) -> Confirmation | None:
+    """The headline runs' evaluations on ``confirm_split`` found exported, and why each
+    other planned headline run has none (``None`` without a ``confirm_split``)."""
+    if config.confirm_split is None:
+        return None
+    results: dict[str, list[SeedResult]] = {method: [] for method in config.headline}
+    missing: dict[str, dict[int, str]] = {method: {} for method in config.headline}
+    for method, seed in planned_runs(config):
+        if method not in config.headline:
+            continue
+        found = confirmed_dir(config, method, seed)
+        if (found / "eval_before_sft.json").is_file():
+            results[method].append(collect_confirmation(seed, found, config.confirm_split))
+        else:
+            missing[method][seed] = _why_unconfirmed(config, method, seed)
+    return Confirmation(config.confirm_split, results, missing)
+
+
+def _why_unconfirmed(config: CompareConfig, method: str, seed: int) -> str:
+    """Why a headline run has no confirmation: still training, trained here and not
+    confirmed yet, or trained on another machine (only its exports travelled)."""
+    if not is_finished(config, method, seed):
+        return "not finished yet"
+    if config.run_slot(method, seed).is_dir():
+        return "trained here, not confirmed yet"
+    return (
+        "trained on another machine, whose checkpoints did not travel with the exported "
+        "files: nothing is left to evaluate"
+    )
+
+
 def write_report(config: CompareConfig) -> Path:
     """Rebuild the report from every finished run (and list the failed ones); with a
     ``results_dir`` it needs only the exported files, so it rebuilds from a checkout."""
@@ -533,6 +567,7 @@ def write_report(config: CompareConfig) -> Path:
         start_success=_start_success(config),
         start_name=str(config.sft_checkpoint or "the SFT checkpoint trained for the comparison"),
         failures=failures,
+        confirmation=collect_confirmations(config),
     )
 
 

@@ -10,7 +10,9 @@ success. Output, in the comparison folder:
   with its 95% Student-t interval, the start as a reference row) and, below each, every
   method paired against the table's reference; the instance-level paired test within each
   seed; per method and task the share of loss tokens clipped and the mean clip range;
-  figure 1(c)'s three diagnostics; the verdict on each of the paper's claims; the plots;
+  figure 1(c)'s three diagnostics; the verdict on each of the paper's claims; when the
+  headline runs are confirmed on another split (:class:`Confirmation`), their success
+  there per seed and the primary test repeated on it; the plots;
 - ``report.json``: every per-seed number, interval and test behind those tables;
 - ``plots/``: diagnostics per method (figure 1c) and mean success, with 95% t intervals;
   per-task entropy of AgentRL and EPPO side by side (mean over seeds, one panel per task);
@@ -149,7 +151,8 @@ PAPER_CLAIMS = (
 @dataclass
 class SeedResult:
     """What one finished run contributes: dev success after RL, its diagnostics, per-task
-    clip metrics (mean over steps), and the evaluation and metrics they come from."""
+    clip metrics (mean over steps), and the evaluation and metrics they come from (for a
+    confirmation, :func:`collect_confirmation`, success on the confirmation split only)."""
 
     seed: int
     run_dir: Path
@@ -166,13 +169,25 @@ class SeedResult:
         return self.diagnostics.get(quantity, math.nan)
 
 
+def _read_evaluation(run_dir: Path, stage: str, missing: str) -> dict[str, Any]:
+    """``eval_<stage>.json`` of ``run_dir``; ``FileNotFoundError`` saying ``missing`` if absent."""
+    evals = read_evals(run_dir)
+    if stage not in evals:
+        raise FileNotFoundError(f"{run_dir}: no eval_{stage}.json; {missing}")
+    return evals[stage]
+
+
+def _success(evaluation: dict[str, Any]) -> dict[str, float]:
+    """Success per task of one evaluation and ``mean_success``, their unweighted mean."""
+    success = eval_success(evaluation)
+    success["mean_success"] = finite_mean(success.values())
+    return success
+
+
 def collect_seed(seed: int, run_dir: Path) -> SeedResult:
     """Read one finished run: ``eval_after_rl.json`` and the diagnostics of its metrics."""
-    evals = read_evals(run_dir)
-    if "after_rl" not in evals:
-        raise FileNotFoundError(f"{run_dir}: no eval_after_rl.json; the run did not finish")
-    success = eval_success(evals["after_rl"])
-    success["mean_success"] = finite_mean(success.values())
+    evaluation = _read_evaluation(run_dir, "after_rl", "the run did not finish")
+    success = _success(evaluation)
     metrics = read_metrics(run_dir)
     diagnostics = dict.fromkeys([*DIAGNOSTIC_TITLES, *CLIP_SHARES], math.nan)
     per_task: dict[str, dict[str, float]] = {}
@@ -194,7 +209,38 @@ def collect_seed(seed: int, run_dir: Path) -> SeedResult:
                 task: finite_mean(series.tolist())
                 for task, series in _first_series(metrics, (key, *old_names)).items()
             }
-    return SeedResult(seed, run_dir, success, diagnostics, per_task, evals["after_rl"], metrics)
+    return SeedResult(seed, run_dir, success, diagnostics, per_task, evaluation, metrics)
+
+
+CONFIRM_STAGE = "before_sft"
+"""The stage of an evaluation-only run: the one evaluation of a confirmation's folder."""
+
+
+def collect_confirmation(seed: int, confirm_dir: Path, split: str) -> SeedResult:
+    """Read one headline run's confirmation: its final checkpoint evaluated on ``split``
+    with the protocol (``eval_before_sft.json`` of an evaluation-only run). Success only:
+    there is no training, so no diagnostics. An evaluation on another split is refused."""
+    evaluation = _read_evaluation(confirm_dir, CONFIRM_STAGE, "the run is not confirmed")
+    played = evaluation.get("split", "dev")
+    if played != split:
+        raise ValueError(f"{confirm_dir}: evaluated on {played!r}, not the {split!r} split")
+    return SeedResult(seed, confirm_dir, _success(evaluation), {}, evaluation=evaluation)
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The headline runs evaluated once more, on ``split``: per headline method (the
+    baseline first), the seeds confirmed (:func:`collect_confirmation`), and each planned
+    seed with none, mapped to why (as the caller knows it: still training, or trained on
+    a machine whose checkpoints did not travel)."""
+
+    split: str
+    results: Mapping[str, Sequence[SeedResult]]
+    missing: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
+
+    @property
+    def confirmed(self) -> bool:
+        return any(self.results.values())
 
 
 def _first_series(metrics: RunMetrics, names: Sequence[str]) -> dict[str, NDArray[np.float64]]:
@@ -365,6 +411,43 @@ def instance_pairs(
     return pairs
 
 
+@dataclass(frozen=True)
+class ConfirmationTests:
+    """The tests of a :class:`Confirmation`, all on its split: each headline method paired
+    against the baseline by seed per task and on the mean over tasks (two-sided); the
+    paper's claims between headline methods on the mean success (the primary test,
+    one-sided, judged as on dev); the instance-level test within each seed."""
+
+    confirmation: Confirmation
+    tasks: tuple[str, ...]
+    paired: tuple[PairedSeeds, ...]
+    verdicts: tuple[Verdict, ...]
+    instance_level: tuple[InstancePairs, ...]
+
+    @classmethod
+    def of(cls, confirmation: Confirmation, dev_tasks: Sequence[str]) -> ConfirmationTests:
+        """Run the tests on the confirmed seeds (the dev tasks while none is confirmed)."""
+        results = confirmation.results
+        played = {t for seeds in results.values() for r in seeds for t in r.success}
+        tasks = ordered_tasks(played - {"mean_success"}) or list(dev_tasks)
+        pairs = table_pairs(PAPER_TABLES[0], list(results))
+        return cls(
+            confirmation,
+            tuple(tasks),
+            tuple(
+                paired_over_seeds(results, m, ref, q)
+                for m, ref in pairs
+                for q in [*tasks, "mean_success"]
+            ),
+            tuple(
+                claim_verdict(claim, results)
+                for claim in PAPER_CLAIMS
+                if claim.quantity == "mean_success" and {claim.better, claim.worse} <= set(results)
+            ),
+            tuple(p for m, ref in pairs for p in instance_pairs(results, m, ref)),
+        )
+
+
 def table_rows(table: PaperTable, methods: Sequence[str]) -> list[str]:
     """The methods of ``table`` among ``methods``: in the paper's order, or all of them."""
     return [m for m in table.methods if m in methods] if table.methods else list(methods)
@@ -407,6 +490,15 @@ VERDICT_NOTE = (
 )
 
 
+CONFIRMATION_NOTE = (
+    "Each headline run's final checkpoint, evaluated once on the {split} split with the "
+    "protocol of the dev evaluations (no other run is evaluated on it). The primary test "
+    "is repeated on these numbers unchanged: the paired difference of the mean success "
+    "over tasks on the seeds both methods have confirmed, its 95% t interval, and the "
+    "one-sided exact sign-flip test in the claim's direction, judged as above."
+)
+
+
 PLOTS_NOTE = (
     "Bars (`diagnostics`, `success`): the mean over seeds, error bars its 95% t interval "
     "(none for one seed). `entropy_by_task`: AgentRL's and EPPO's entropy per task, the mean "
@@ -423,6 +515,7 @@ def write_compare_report(
     start_success: Mapping[str, float] | None = None,
     start_name: str | None = None,
     failures: Mapping[str, str] | None = None,
+    confirmation: Confirmation | None = None,
 ) -> Path:
     """Write ``report.md``, ``report.json`` and the plots; return ``report.md``.
 
@@ -431,7 +524,8 @@ def write_compare_report(
     is planned with. ``start_success`` is the dev success of the checkpoint every run
     starts RL from (``start_name``: a named base model, or the SFT checkpoint trained for
     the comparison), its reference row. ``failures`` maps a run (``method/seed``) to its
-    error, listed so a partial report never reads as complete.
+    error, listed so a partial report never reads as complete. ``confirmation``: the
+    headline runs' evaluation on another split, its own section (none without it).
     """
     output_dir.mkdir(parents=True, exist_ok=True)
     failures = dict(failures or {})
@@ -459,6 +553,7 @@ def write_compare_report(
         for pair in instance_pairs(results, m, ref)
     ]
     verdicts = [claim_verdict(claim, results) for claim in PAPER_CLAIMS]
+    confirmed = None if confirmation is None else ConfirmationTests.of(confirmation, tasks)
     plots = _write_plots(output_dir / "plots", results)
     report_json = _report_json(
         results,
@@ -470,6 +565,7 @@ def write_compare_report(
         [*(p for pairs in paired.values() for p in pairs), *diagnostic_pairs],
         instance_level,
         verdicts,
+        confirmed,
     )
     (output_dir / REPORT_JSON).write_text(json.dumps(report_json, indent=2) + "\n")
 
@@ -511,12 +607,94 @@ def write_compare_report(
     lines += ["", "## The paper's claims on our numbers", ""]
     lines.append(_claims_table(results, verdicts))
     lines += ["", VERDICT_NOTE]
+    if confirmed is not None:
+        lines += _confirmation_section(confirmed, results)
     if plots:
         lines += ["", "## Plots", "", PLOTS_NOTE, ""]
         lines += [f"![{name}](plots/{path.name})" for name, path in plots.items()]
     report = output_dir / REPORT_MD
     report.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return report
+
+
+def _confirmation_section(
+    confirmed: ConfirmationTests, results: Mapping[str, Sequence[SeedResult]]
+) -> list[str]:
+    """The confirmation's section: which seeds have it and which not (and why), success
+    per seed and over seeds beside the same runs' dev success, and its tests."""
+    confirmation = confirmed.confirmation
+    split = confirmation.split
+    lines = ["", f"## Confirmation on the {split} split", "", CONFIRMATION_NOTE.format(split=split)]
+    done = [
+        f"{method_label(m)} seeds {[r.seed for r in seeds]}"
+        for m, seeds in confirmation.results.items()
+        if seeds
+    ]
+    if not done:
+        lines += ["", f"No headline run has been evaluated on the {split} split yet."]
+        return lines + _missing_lines(confirmation)
+    lines += ["", f"Confirmed: {'; '.join(done)}.", *_missing_lines(confirmation)]
+    reference = method_label(BASELINE)
+    return [
+        *lines,
+        "",
+        _confirmation_table(confirmation, results, confirmed.tasks),
+        "",
+        f"The primary test on the {split} split (seeds both methods confirmed):",
+        "",
+        _claims_table(confirmation.results, confirmed.verdicts),
+        "",
+        f"Paired against {reference} on the {split} split (two-sided):",
+        "",
+        _paired_table(confirmed.paired, [*confirmed.tasks, "mean_success"]),
+        "",
+        _instance_table(confirmed.instance_level, split),
+    ]
+
+
+def _missing_lines(confirmation: Confirmation) -> list[str]:
+    """One line per method and reason: the planned seeds without a confirmation."""
+    grouped: dict[tuple[str, str], list[int]] = {}
+    for method, missing in confirmation.missing.items():
+        for seed, why in sorted(missing.items()):
+            grouped.setdefault((method, why), []).append(seed)
+    if not grouped:
+        return []
+    lines = ["", f"Without a confirmation on the {confirmation.split} split:", ""]
+    return lines + [
+        f"- {method_label(method)}, seeds {seeds}: {why}"
+        for (method, why), seeds in grouped.items()
+    ]
+
+
+def _confirmation_table(
+    confirmation: Confirmation,
+    results: Mapping[str, Sequence[SeedResult]],
+    tasks: Sequence[str],
+) -> str:
+    """Per headline method, a row per confirmed seed and the mean over them (95% t
+    interval), with the same runs' dev success over tasks beside."""
+    split = confirmation.split
+    rows = _header(
+        ["method", "seed"], [*tasks, "mean over tasks", "dev, mean over tasks (same run)"]
+    )
+    for method, seeds in confirmation.results.items():
+        dev = {r.seed: r.value("mean_success") for r in results.get(method, ())}
+        for r in seeds:
+            cells = [_value_cell(r.value(q)) for q in [*tasks, "mean_success"]]
+            cells.append(_value_cell(dev.get(r.seed, math.nan)))
+            rows.append(f"| {method_label(method)} | {r.seed} | " + " | ".join(cells) + " |")
+        if seeds:
+            cells = [interval_cell(r.value(q) for r in seeds) for q in [*tasks, "mean_success"]]
+            cells.append(interval_cell(dev.get(r.seed, math.nan) for r in seeds))
+            count = f"{len(seeds)} seed" + ("s" if len(seeds) > 1 else "")
+            rows.append(f"| {method_label(method)} | mean ({count}) | " + " | ".join(cells) + " |")
+    return "\n".join([f"Success on the {split} split after RL, per seed:", "", *rows])
+
+
+def _value_cell(value: float) -> str:
+    """One seed's value, without an interval."""
+    return f"{value:.3f}" if math.isfinite(value) else "n/a"
 
 
 def _runs_section(
@@ -591,11 +769,11 @@ def _paired_table(pairs: Sequence[PairedSeeds], quantities: Sequence[str]) -> st
     return "\n".join(rows)
 
 
-def _instance_table(pairs: Sequence[InstancePairs]) -> str:
+def _instance_table(pairs: Sequence[InstancePairs], split: str = "dev") -> str:
     if not pairs:
         return "No pair of runs with per-episode evaluations on a common seed yet."
     rows = [
-        "Within one seed both runs played the same dev instances: per instance the change in "
+        f"Within one seed both runs played the same {split} instances: per instance the change in "
         "success rate over its samples, tested by the paired sign-flip permutation test of "
         "the mean over tasks (two-sided: twice the smaller one-sided p).",
         "",
@@ -785,6 +963,7 @@ def _report_json(
     paired: Sequence[PairedSeeds],
     instance_level: Sequence[InstancePairs],
     verdicts: Sequence[Verdict],
+    confirmed: ConfirmationTests | None,
 ) -> dict[str, Any]:
     quantities = [*tasks, "mean_success", *DIAGNOSTIC_TITLES, *CLIP_SHARES]
     return json_safe(
@@ -823,33 +1002,67 @@ def _report_json(
                 },
             },
             "paired": [_pair_json(p) for p in paired],
-            "instance_level": [
-                {
-                    "method": p.method,
-                    "reference": p.reference,
-                    "seed": p.seed,
-                    "instances": p.instances,
-                    "difference": p.difference,
-                    "p_value": p.p_value,
-                    "alternative": "two-sided",
-                    "test": p.test_method,
-                }
-                for p in instance_level
-            ],
-            "claims": [
-                {
-                    "source": v.claim.source,
-                    "quantity": v.claim.quantity,
-                    "better": v.claim.better,
-                    "worse": v.claim.worse,
-                    "verdict": v.verdict,
-                    "claimed": _pair_json(v.claimed),
-                    "opposite": _pair_json(v.opposite),
-                }
-                for v in verdicts
-            ],
+            "instance_level": [_instance_json(p) for p in instance_level],
+            "claims": [_verdict_json(v) for v in verdicts],
+            "confirmation": None if confirmed is None else _confirmation_json(confirmed),
         }
     )
+
+
+def _instance_json(pair: InstancePairs) -> dict[str, Any]:
+    return {
+        "method": pair.method,
+        "reference": pair.reference,
+        "seed": pair.seed,
+        "instances": pair.instances,
+        "difference": pair.difference,
+        "p_value": pair.p_value,
+        "alternative": "two-sided",
+        "test": pair.test_method,
+    }
+
+
+def _verdict_json(verdict: Verdict) -> dict[str, Any]:
+    return {
+        "source": verdict.claim.source,
+        "quantity": verdict.claim.quantity,
+        "better": verdict.claim.better,
+        "worse": verdict.claim.worse,
+        "verdict": verdict.verdict,
+        "claimed": _pair_json(verdict.claimed),
+        "opposite": _pair_json(verdict.opposite),
+    }
+
+
+def _confirmation_json(confirmed: ConfirmationTests) -> dict[str, Any]:
+    results = confirmed.confirmation.results
+    return {
+        "split": confirmed.confirmation.split,
+        "methods": {
+            method: [
+                {"seed": r.seed, "confirm_dir": str(r.run_dir), "success": dict(r.success)}
+                for r in seeds
+            ]
+            for method, seeds in results.items()
+        },
+        "missing": {
+            method: {str(seed): why for seed, why in missing.items()}
+            for method, missing in confirmed.confirmation.missing.items()
+        },
+        "intervals": {
+            "about": "mean over confirmed seeds with its 95% Student-t interval",
+            "methods": {
+                method: {
+                    q: _summary(r.value(q) for r in seeds)
+                    for q in [*confirmed.tasks, "mean_success"]
+                }
+                for method, seeds in results.items()
+            },
+        },
+        "paired": [_pair_json(p) for p in confirmed.paired],
+        "claims": [_verdict_json(v) for v in confirmed.verdicts],
+        "instance_level": [_instance_json(p) for p in confirmed.instance_level],
+    }
 
 
 def _pair_json(pair: PairedSeeds) -> dict[str, Any]:
