@@ -454,10 +454,10 @@ def run_one(config: CompareConfig, method: str, seed: int, sft_checkpoint: Path)
     }
     started = time.monotonic()
     run_dir = _train(config.base_config, overrides)
+    if method in config.headline and config.confirm_split is not None:
+        confirm_run(config, method, seed, run_dir)  # before the export that marks it done
     if config.results_dir is not None:
         export_run(run_dir, config.exported_slot(method, seed))
-    if method in config.headline and config.confirm_split is not None:
-        confirm_run(config, method, seed, run_dir)
     (slot / FINISHED).write_text(
         json.dumps({"run_dir": str(run_dir), "seconds": round(time.monotonic() - started, 1)})
     )
