@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chat_servers import ChatServer, Reply, chat_server
+from support.chat_servers import ChatServer, Reply, chat_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 AGENTBENCH_DATA = Path(
@@ -45,7 +45,7 @@ def agentbench_data() -> Path:
 
 @pytest.fixture
 def serve_chat() -> Iterator[Callable[[Reply], ChatServer]]:
-    """Starts scripted chat servers on loopback (``tests/chat_servers.py``): ``serve_chat(reply)``
+    """Starts scripted chat servers on loopback (``tests/support/chat_servers.py``): ``serve_chat(reply)``
     returns a running server; every one stops when the test ends."""
     with contextlib.ExitStack() as servers:
         yield lambda reply: servers.enter_context(chat_server(reply))

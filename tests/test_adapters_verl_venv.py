@@ -2,7 +2,7 @@
 
 verl 0.9.1 pins transformers<5.11 while the main venv holds a newer one, so ``make
 test`` builds ``.venv-verl`` (torch 2.13.0, verl 0.9.1 with its pins, this project)
-and this test runs ``tests/verl_adapter_checks.py`` there with pytest. It fails if any
+and this test runs ``tests/support/verl_adapter_checks.py`` there with pytest. It fails if any
 of them fails or skips, and the main run's summary counts them under verl.
 """
 
@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO_ROOT, record_library_run
 
 VERL_VENV = Path(os.environ.get("VERL_VENV", REPO_ROOT / ".venv-verl"))
-CHECKS = "tests/verl_adapter_checks.py"
+CHECKS = "tests/support/verl_adapter_checks.py"
 
 
 @pytest.mark.slow

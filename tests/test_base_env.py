@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
-from secret_env import SecretEnv
+from support.secret_env import SecretEnv
 
 from agentgym_eppo.core import ABORT_PENALTY, Status, TaskFormatError, UnicodeText
 from agentgym_eppo.registration import ENVIRONMENTS

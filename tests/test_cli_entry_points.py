@@ -1,6 +1,6 @@
 """The ``agentgym-eppo`` console script's ``diagnose``, ``compare`` and ``eval --endpoint``,
 each run as a user runs it: the installed script in a subprocess, a YAML config in a
-temporary folder, the two small test tasks of ``tests/trainer_test_envs.py`` (found
+temporary folder, the two small test tasks of ``tests/support/trainer_test_envs.py`` (found
 through ``PYTHONPATH``), and for ``eval --endpoint`` a scripted OpenAI-compatible chat
 server on loopback. The functions under these commands have their own tests; these
 check the wiring: arguments, exit codes, what is printed and what is written.
@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from chat_servers import ChatServer, Reply, echo_but_tiger
+from support.chat_servers import ChatServer, Reply, echo_but_tiger
 
 pytestmark = pytest.mark.train
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
 SCRIPT = Path(sys.executable).with_name("agentgym-eppo")
-ECHO, LOOKUP = "trainer_test_envs:Echo-v0", "trainer_test_envs:Lookup-v0"
+ECHO, LOOKUP = "support.trainer_test_envs:Echo-v0", "support.trainer_test_envs:Lookup-v0"
 TINY_RUN = {
     "tasks": {ECHO: 2, LOOKUP: 2},
     "seed": 0,

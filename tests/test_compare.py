@@ -15,14 +15,17 @@ from pathlib import Path
 
 import pytest
 import torch
-import trainer_test_envs
 import yaml
+from support import trainer_test_envs
 
 from agentgym_eppo.trainer.compare import FINISHED, load_compare_config, run_compare
 
 pytestmark = [pytest.mark.slow, pytest.mark.train]
 
-TASKS = {"echo": "trainer_test_envs:Echo-v0", "lookup": "trainer_test_envs:Lookup-v0"}
+TASKS = {
+    "echo": "support.trainer_test_envs:Echo-v0",
+    "lookup": "support.trainer_test_envs:Lookup-v0",
+}
 BASE_CONFIG = {
     "tasks": {env_id: 2 for env_id in TASKS.values()},
     "threads": 1,

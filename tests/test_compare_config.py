@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from handmade_runs import write_episodes, write_run
+from support.handmade_runs import write_episodes, write_run
 
 from agentgym_eppo.trainer.compare import (
     FINISHED,

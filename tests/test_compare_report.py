@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from handmade_runs import write_episodes, write_run
+from support.handmade_runs import write_episodes, write_run
 
 from agentgym_eppo.trainer.analysis.compare_report import (
     PAPER_CLAIMS,

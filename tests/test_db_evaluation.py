@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 import sqlalchemy as sa
-from db_servers import MARIADB_URL, server_url
+from support.db_servers import MARIADB_URL, server_url
 
 from agentgym_eppo.environments.db.evaluation import (
     answers_match,

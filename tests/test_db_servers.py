@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from db_servers import MARIADB_URL, POSTGRES_URL, server_url
+from support.db_servers import MARIADB_URL, POSTGRES_URL, server_url
 
 from agentgym_eppo.environments.db import DBEnv
 from agentgym_eppo.environments.db.backends import EPISODE_PREFIX, make_backend

@@ -49,7 +49,7 @@ NOT_TESTED: frozenset[tuple[str, str]] = frozenset(
         ),
         (
             "docs/scaling.md",
-            "joins a Ray cluster or runs under torchrun on every rank; tests/test_scale_ray.py and tests/scale_fsdp_worker.py run the same calls",
+            "joins a Ray cluster or runs under torchrun on every rank; tests/test_scale_ray.py and tests/support/scale_fsdp_worker.py run the same calls",
         ),
         (
             "README.md",

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trainer_test_envs  # noqa: F401  (registers the test tasks)
-from chat_servers import ChatHandler, ChatServer, echo, says_the_word
+from support import trainer_test_envs  # noqa: F401  (registers the test tasks)
+from support.chat_servers import ChatHandler, ChatServer, echo, says_the_word
 
 from agentgym_eppo.trainer.cli import main
 from agentgym_eppo.trainer.rollout.openai_endpoint import (
@@ -28,7 +28,7 @@ from agentgym_eppo.trainer.rollout.openai_endpoint import (
     evaluate_endpoint,
 )
 
-ECHO = "trainer_test_envs:Echo-v0"
+ECHO = "support.trainer_test_envs:Echo-v0"
 KEY = "secret-key"
 
 

@@ -30,7 +30,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from chat_servers import ChatHandler, chat_server, tool_call
+from support.chat_servers import ChatHandler, chat_server, tool_call
 from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers
 from tokenizers.models import BPE
 from tokenizers.trainers import BpeTrainer

@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from secret_env import SecretEnv
+from support.secret_env import SecretEnv
 
 from agentgym_eppo.core import (
     FunctionCall,

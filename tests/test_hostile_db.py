@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from db_servers import MARIADB_URL, POSTGRES_URL, server_url
+from support.db_servers import MARIADB_URL, POSTGRES_URL, server_url
 
 from agentgym_eppo.environments.db.backends import EPISODE_STORAGE_LIMIT, make_backend
 from agentgym_eppo.environments.db.backends import postgres as postgres_backend

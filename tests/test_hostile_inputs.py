@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chat_servers import ChatHandler, ChatServer, Reply
+from support.chat_servers import ChatHandler, ChatServer, Reply
 
 from agentgym_eppo.core import Status
 from agentgym_eppo.environments.kg.env import KGEnv

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from os_backends import BACKENDS, SMALL_LIMITS, skip_unless
+from support.os_backends import BACKENDS, SMALL_LIMITS, skip_unless
 
 from agentgym_eppo.environments.os.env import OSEnv
 from agentgym_eppo.vector.env import DEFAULT_STEP_TIMEOUT

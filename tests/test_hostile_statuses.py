@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from db_servers import MARIADB_URL, POSTGRES_URL, server_url
 from hypothesis import HealthCheck, given, settings
+from support.db_servers import MARIADB_URL, POSTGRES_URL, server_url
 
 from agentgym_eppo.core import Status
 from benchmarks.fuzz_tools import ENV_CLASSES, actions_for, check_step, env_class

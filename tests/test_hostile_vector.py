@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from vector_test_envs import GUESS, say
+from support.vector_test_envs import GUESS, say
 
 from agentgym_eppo.vector import MultiTaskVectorEnv
 from agentgym_eppo.vector.workers.leftovers import ROOT_PREFIX, remove_stale_roots
@@ -106,7 +106,7 @@ def test_a_killed_runs_folder_is_gone_after_the_next_run_starts() -> None:
     making a pool removes it."""
     script = (
         "import os, signal, sys; sys.path.insert(0, 'tests')\n"
-        "from vector_test_envs import GUESS\n"
+        "from support.vector_test_envs import GUESS\n"
         "from agentgym_eppo.vector import MultiTaskVectorEnv\n"
         "venv = MultiTaskVectorEnv({GUESS: 1}, backend='subprocess')\n"
         "print(venv.pool.temp_root, flush=True)\n"
@@ -120,7 +120,7 @@ def test_a_killed_runs_folder_is_gone_after_the_next_run_starts() -> None:
     assert root.exists()
     restart = (
         "import sys; sys.path.insert(0, 'tests')\n"
-        "from vector_test_envs import GUESS\n"
+        "from support.vector_test_envs import GUESS\n"
         "from agentgym_eppo.vector import MultiTaskVectorEnv\n"
         "MultiTaskVectorEnv({GUESS: 1}, backend='subprocess').close()\n"
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kg_fixtures import call, tiny_task, write_tiny_graph
+from support.kg_fixtures import call, tiny_task, write_tiny_graph
 
 from agentgym_eppo.environments.kg import KGEnv
 from agentgym_eppo.environments.kg.graph import write_graph

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kg_fixtures import call
+from support.kg_fixtures import call
 
 from agentgym_eppo.environments.kg import KGEnv
 from agentgym_eppo.environments.kg.server import (

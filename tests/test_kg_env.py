@@ -1,6 +1,6 @@
 """AgentBench-KG-v0: the tools' semantics and wording, rewards, the expert, the contract.
 
-Runs on a tiny hand-made graph (tests/kg_fixtures.py): Ada Lane directed First Light,
+Runs on a tiny hand-made graph (tests/support/kg_fixtures.py): Ada Lane directed First Light,
 Second Wind and Third Act; Bo Reed stars in the first two, Cy Moss in the first and
 third; Second Wind and Third Act both run 120 minutes.
 """
@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
-from kg_fixtures import (
+from support.kg_fixtures import (
     ACTOR_BO,
     DIRECTOR_ID,
     FIRST,

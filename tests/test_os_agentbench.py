@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from os_backends import skip_unless
+from support.os_backends import skip_unless
 
 from agentgym_eppo.environments.os.env import OSEnv
 

@@ -9,8 +9,8 @@ import io
 from pathlib import Path
 
 import pytest
-from os_backends import skip_unless
-from os_sweeps import sweep
+from support.os_backends import skip_unless
+from support.os_sweeps import sweep
 
 from agentgym_eppo.core import asset_path, write_jsonl_gz
 from agentgym_eppo.environments.os import generator

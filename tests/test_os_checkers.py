@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from os_backends import skip_unless
+from support.os_backends import skip_unless
 
 from agentgym_eppo.environments.os.checkers import (
     STANDARD_CHECKERS,

@@ -16,7 +16,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
-from os_backends import BACKENDS, SMALL_LIMITS, skip_unless
+from support.os_backends import BACKENDS, SMALL_LIMITS, skip_unless
 
 import agentgym_eppo  # noqa: F401 - registers the environments
 from agentgym_eppo.core import ABORT_PENALTY, TaskFormatError

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from os_backends import BACKENDS, skip_unless
-from os_sweeps import (
+from support.os_backends import BACKENDS, skip_unless
+from support.os_sweeps import (
     SAMPLED,
     Attack,
     attack_task,

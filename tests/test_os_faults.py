@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 import pytest
-from os_backends import BACKENDS, SMALL_LIMITS, skip_unless
+from support.os_backends import BACKENDS, SMALL_LIMITS, skip_unless
 
 from agentgym_eppo.environments.os import cgroups
 from agentgym_eppo.environments.os.env import OSEnv

@@ -8,7 +8,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from vector_test_envs import GUESS, say
+from support.vector_test_envs import GUESS, say
 
 from agentgym_eppo.vector import MultiTaskVectorEnv
 from agentgym_eppo.wrappers import TrajectoryRecorder, VectorEpisodeMonitor, read_trajectories

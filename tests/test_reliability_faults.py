@@ -25,9 +25,9 @@ from typing import Any
 import psutil
 import pytest
 import sqlalchemy as sa
-from db_servers import MARIADB_URL, server_url
-from os_backends import skip_unless
-from vector_test_envs import GUESS
+from support.db_servers import MARIADB_URL, server_url
+from support.os_backends import skip_unless
+from support.vector_test_envs import GUESS
 
 from agentgym_eppo.core import Status
 from agentgym_eppo.vector import EXPERT_ACTION, MultiTaskVectorEnv, StepOutcome

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from db_servers import MARIADB_URL, POSTGRES_URL, server_url
-from os_backends import skip_unless
+from support.db_servers import MARIADB_URL, POSTGRES_URL, server_url
+from support.os_backends import skip_unless
 
 from agentgym_eppo.environments.db.env import DBEnv
 from agentgym_eppo.environments.os.env import OSEnv

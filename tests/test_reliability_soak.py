@@ -9,7 +9,7 @@ than shrinking the soak. The 10,000-episode run with its memory figures is
 from __future__ import annotations
 
 import pytest
-from db_servers import MARIADB_URL, server_url
+from support.db_servers import MARIADB_URL, server_url
 
 from agentgym_eppo.core import Status
 from benchmarks.holdings import RESOURCE_TRACKER

@@ -104,7 +104,7 @@ class ScriptedEngine:
 
 
 def test_a_worker_dying_mid_rollout_ends_only_its_episode_and_the_update_skips_it() -> None:
-    from vector_test_envs import GUESS
+    from support.vector_test_envs import GUESS
 
     from agentgym_eppo.trainer.rollout.episodes import RolloutLimits, play_episodes, start_episode
     from agentgym_eppo.vector import MultiTaskVectorEnv
@@ -145,7 +145,7 @@ def test_a_worker_dying_mid_rollout_ends_only_its_episode_and_the_update_skips_i
 
 
 def _overrides(run_dir: Path, resume: bool) -> list[str]:
-    tasks = "{trainer_test_envs:Echo-v0: 4, trainer_test_envs:Lookup-v0: 4}"
+    tasks = "{support.trainer_test_envs:Echo-v0: 4, support.trainer_test_envs:Lookup-v0: 4}"
     return [
         f"output_dir={run_dir}",
         f"tasks={tasks}",
@@ -177,7 +177,7 @@ def _overrides(run_dir: Path, resume: bool) -> list[str]:
 
 
 def _train(run_dir: Path, resume: bool) -> subprocess.Popen[bytes]:
-    code = "import sys, trainer_test_envs; from agentgym_eppo.trainer.cli import main; " + (
+    code = "import sys, support.trainer_test_envs; from agentgym_eppo.trainer.cli import main; " + (
         "sys.exit(main(sys.argv[1:]))"
     )
     env = {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from handmade_runs import DB_ENTROPY, OS_ENTROPY, write_run
+from support.handmade_runs import DB_ENTROPY, OS_ENTROPY, write_run
 
 from agentgym_eppo.trainer.analysis.report import diagnose_run
 from agentgym_eppo.trainer.analysis.run_dir import read_evals, read_metrics

@@ -11,13 +11,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
+from support import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
 
 from agentgym_eppo.trainer.cli import main as cli_main  # noqa: E402
 from agentgym_eppo.trainer.config import load_config  # noqa: E402
 
 pytestmark = pytest.mark.train
-TASKS = "{trainer_test_envs:Echo-v0: 2, trainer_test_envs:Lookup-v0: 2}"
+TASKS = "{support.trainer_test_envs:Echo-v0: 2, support.trainer_test_envs:Lookup-v0: 2}"
 
 
 def _args(tmp_path, *extra):
@@ -79,7 +79,7 @@ def test_train_with_ray_address_runs_rl_steps_on_a_ray_cluster(tmp_path):
 
 @pytest.mark.slow
 def test_train_with_an_sglang_server_engine_syncs_weights_every_step(tmp_path):
-    from sglang_loopback import LoopbackSGLang
+    from support.sglang_loopback import LoopbackSGLang
 
     from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
 

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from sglang_loopback import LoopbackSGLang  # noqa: E402
+from support.sglang_loopback import LoopbackSGLang  # noqa: E402
 
 from agentgym_eppo.trainer.distributed.config import (  # noqa: E402
     EngineConfig,

@@ -1,6 +1,6 @@
 """FSDP2 training: 2 gloo ranks under torchrun give the single-process update.
 
-The worker (``tests/scale_fsdp_worker.py``) runs one policy update on a fixed batch of
+The worker (``tests/support/scale_fsdp_worker.py``) runs one policy update on a fixed batch of
 11 episodes of two tasks with a KL term to a bf16 reference, two mini-batches (the
 second one off-policy, so clipping is live) and micro-batches capped at 48 tokens, so
 the two ranks get unequal micro-batch counts. With SGD at lr 1 and no gradient
@@ -45,10 +45,10 @@ def _run(args: list[str]) -> None:
 @pytest.mark.slow
 def test_two_gloo_ranks_give_the_single_process_loss_and_gradients(tmp_path):
     single, sharded = tmp_path / "single.pt", tmp_path / "fsdp.pt"
-    _run(["scale_fsdp_worker.py", str(single), "single"])
+    _run(["support/scale_fsdp_worker.py", str(single), "single"])
     _run([
         "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-        "scale_fsdp_worker.py", str(sharded), "fsdp",
+        "support/scale_fsdp_worker.py", str(sharded), "fsdp",
     ])  # fmt: skip
     a, b = torch.load(single), torch.load(sharded)
     assert a["tokens"] == b["tokens"] == 87

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 ray = pytest.importorskip("ray")
 
-import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
+from support import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
 
 from agentgym_eppo.trainer.algorithms.clip_policies import FixedClip  # noqa: E402
 from agentgym_eppo.trainer.distributed.config import RayConfig, ScaleConfig  # noqa: E402
@@ -43,7 +43,7 @@ from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokeni
 from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.train]
-TASKS = {"trainer_test_envs:Echo-v0": 2, "trainer_test_envs:Lookup-v0": 2}
+TASKS = {"support.trainer_test_envs:Echo-v0": 2, "support.trainer_test_envs:Lookup-v0": 2}
 SCALE = ScaleConfig(
     ray=RayConfig(
         address="local",
@@ -132,7 +132,7 @@ def test_an_actor_that_cannot_be_placed_is_a_bounded_timeout(cluster, tokenizer)
 
 @pytest.mark.slow
 def test_trainer_ranks_in_a_placement_group_match_the_single_process_update(cluster, tmp_path):
-    import scale_fsdp_worker
+    from support import scale_fsdp_worker
 
     from agentgym_eppo.trainer.distributed.ray_trainer import place_from_config
 

@@ -1,7 +1,7 @@
 """The SGLang rollout engine against a loopback server speaking SGLang's HTTP API.
 
 SGLang cannot run on this CPU-only machine, so these tests drive
-:class:`SGLangServerEngine` against ``tests/sglang_loopback.py``: a real HTTP server on
+:class:`SGLangServerEngine` against ``tests/support/sglang_loopback.py``: a real HTTP server on
 127.0.0.1 that serves a real tiny HF model's sampling and log-probs in SGLang's answer
 format (the one stand-in the project permits). The numbers are real: the log-probs the
 engine returns are checked against the trainer's own recomputation.
@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from sglang_loopback import LoopbackSGLang  # noqa: E402
+from support.sglang_loopback import LoopbackSGLang  # noqa: E402
 
 from agentgym_eppo.trainer.rollout.chat import Transcript  # noqa: E402
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine  # noqa: E402

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("openenv", reason="openenv-core is not installed (the serve extra)")
 
 from openenv.core.generic_client import GenericEnvClient
-from serving_support import wait_until
+from support.serving_support import wait_until
 
 from agentgym_eppo.serving.process import ServerProcess
 

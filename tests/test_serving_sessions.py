@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("openenv", reason="openenv-core is not installed (the serve extra)")
 
 from openenv.core.generic_client import GenericEnvClient
-from serving_support import thread_server, wait_until
+from support.serving_support import thread_server, wait_until
 
 import agentgym_eppo  # noqa: F401
 from agentgym_eppo.serving.client import AgentBenchClient

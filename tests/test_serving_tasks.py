@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("openenv", reason="openenv-core is not installed (the serve extra)")
 
 from openenv.core.generic_client import GenericEnvClient
-from serving_support import thread_server
+from support.serving_support import thread_server
 
 import agentgym_eppo  # noqa: F401
 from agentgym_eppo.registration import ENVIRONMENTS, env_id_for

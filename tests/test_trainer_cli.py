@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
+from support import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
 
 from agentgym_eppo.trainer.checkpoint import policy_card, save_checkpoint  # noqa: E402
 from agentgym_eppo.trainer.cli import build_parser, main  # noqa: E402
@@ -100,7 +100,7 @@ def _checkpoint(path, prompt_style):
 
 
 def _eval(checkpoint, *extra):
-    args = ["eval", "--checkpoint", str(checkpoint), "--tasks", "trainer_test_envs:Echo-v0"]
+    args = ["eval", "--checkpoint", str(checkpoint), "--tasks", "support.trainer_test_envs:Echo-v0"]
     return main([*args, "--max-tokens", "8", "--max-instances", "1", *extra])
 
 

@@ -88,7 +88,7 @@ def test_a_config_section_checks_itself_when_built(build, message):
 def test_the_defaults_and_gymnasium_ids_build():
     assert TrainConfig().clip.policy == "eppo"
     # an env id (registered when the run starts) is not a task id and is not refused
-    assert TrainConfig(tasks={"trainer_test_envs:Echo-v0": 8}).tasks
+    assert TrainConfig(tasks={"support.trainer_test_envs:Echo-v0": 8}).tasks
 
 
 def test_every_named_family_is_a_registry_with_one_closest_match_answer():

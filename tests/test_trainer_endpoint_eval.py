@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-import trainer_test_envs  # noqa: F401  (registers the test tasks)
-from chat_servers import echo_but_tiger
+from support import trainer_test_envs  # noqa: F401  (registers the test tasks)
+from support.chat_servers import echo_but_tiger
 
 from agentgym_eppo.trainer.rollout.openai_endpoint import evaluate_endpoint
 
@@ -12,7 +12,7 @@ from agentgym_eppo.trainer.rollout.openai_endpoint import evaluate_endpoint
 def test_endpoint_eval_scores_tool_calls_and_text_answers(serve_chat):
     server = serve_chat(echo_but_tiger)  # a model that says the word, except "tiger"
     result = evaluate_endpoint(
-        server.url, "tiny", ["trainer_test_envs:Echo-v0"], split="dev", api_key="k"
+        server.url, "tiny", ["support.trainer_test_envs:Echo-v0"], split="dev", api_key="k"
     )
     # dev words: apple, ocean, tiger -> two right calls, one text reply without a call
     echo = result["tasks"]["echo"]

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
+from support import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
 
 from agentgym_eppo.core import Status  # noqa: E402
 from agentgym_eppo.trainer.algorithms.clip_policies import FixedClip  # noqa: E402
@@ -33,7 +33,7 @@ from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings 
 from agentgym_eppo.vector import MultiTaskVectorEnv  # noqa: E402
 
 pytestmark = pytest.mark.train
-LOOKUP = "trainer_test_envs:Lookup-v0"
+LOOKUP = "support.trainer_test_envs:Lookup-v0"
 
 
 class ExpertReplayEngine:

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
+from support import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
 
 from agentgym_eppo.trainer.algorithms.clip_policies import EPPOClip, FixedClip  # noqa: E402
 from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer  # noqa: E402
@@ -32,7 +32,7 @@ from agentgym_eppo.trainer.training.sft import (  # noqa: E402
 from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings  # noqa: E402
 
 pytestmark = pytest.mark.train
-TASKS = "{trainer_test_envs:Echo-v0: 4, trainer_test_envs:Lookup-v0: 4}"
+TASKS = "{support.trainer_test_envs:Echo-v0: 4, support.trainer_test_envs:Lookup-v0: 4}"
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +225,7 @@ def test_expert_episodes_can_be_counted_per_task():
     from agentgym_eppo.vector import MultiTaskVectorEnv
 
     venv = MultiTaskVectorEnv(
-        {"trainer_test_envs:Echo-v0": 2, "trainer_test_envs:Lookup-v0": 2},
+        {"support.trainer_test_envs:Echo-v0": 2, "support.trainer_test_envs:Lookup-v0": 2},
         group_size=1,
         backend="serial",
     )
@@ -487,7 +487,7 @@ def test_cli_evaluates_a_saved_checkpoint(tmp_path, tokenizer, capsys):
             "--checkpoint",
             str(tmp_path),
             "--tasks",
-            "trainer_test_envs:Echo-v0",
+            "support.trainer_test_envs:Echo-v0",
             "--max-tokens",
             "8",
             "--output",
@@ -506,7 +506,13 @@ def test_cli_eval_plays_each_instance_once_per_sample(tmp_path, tokenizer):
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     output = tmp_path / "eval.json"
-    arguments = ["eval", "--checkpoint", str(tmp_path), "--tasks", "trainer_test_envs:Echo-v0"]
+    arguments = [
+        "eval",
+        "--checkpoint",
+        str(tmp_path),
+        "--tasks",
+        "support.trainer_test_envs:Echo-v0",
+    ]
     options = ["--max-tokens", "8", "--temperature", "0.8", "--samples", "2", "--prompt"]
     assert cli_main([*arguments, *options, "compact", "--output", str(output)]) == 0
     result = json.loads(output.read_text())
@@ -545,7 +551,7 @@ def test_eval_plays_fewer_instances_of_the_tasks_named_in_instances_by_task(toke
         "backend": "serial",
         "samples_per_instance": 2,
     }
-    tasks = ["trainer_test_envs:Echo-v0", "trainer_test_envs:Lookup-v0"]
+    tasks = ["support.trainer_test_envs:Echo-v0", "support.trainer_test_envs:Lookup-v0"]
     result = evaluate_policy(engine, tokenizer, tasks, instances_by_task={"lookup": 1}, **settings)
     assert result["tasks"]["echo"]["n"] == 6  # max_instances 3 x 2 samples
     assert result["tasks"]["lookup"]["n"] == 2  # its own 1 x 2 samples
@@ -558,22 +564,22 @@ def test_a_skipped_task_takes_its_per_task_settings_with_it(tmp_path):
 
     from agentgym_eppo.trainer.run import _available_tasks_only
 
-    gone = "trainer_test_envs:Gone-v0"
+    gone = "support.trainer_test_envs:Gone-v0"
     config = _config(
         tmp_path,
-        f"tasks={{trainer_test_envs:Echo-v0: 4, {gone}: 4}}",
+        f"tasks={{support.trainer_test_envs:Echo-v0: 4, {gone}: 4}}",
         f"sft.episodes_by_task={{{gone}: 2}}",
-        f"eval.instances_by_task={{{gone}: 1, trainer_test_envs:Echo-v0: 2}}",
+        f"eval.instances_by_task={{{gone}: 1, support.trainer_test_envs:Echo-v0: 2}}",
     )
     trimmed = _available_tasks_only(config, Console(file=None, quiet=True))
-    assert list(trimmed.tasks) == ["trainer_test_envs:Echo-v0"]
+    assert list(trimmed.tasks) == ["support.trainer_test_envs:Echo-v0"]
     assert trimmed.sft.episodes_by_task == {}
-    assert trimmed.eval.instances_by_task == {"trainer_test_envs:Echo-v0": 2}
+    assert trimmed.eval.instances_by_task == {"support.trainer_test_envs:Echo-v0": 2}
 
 
 @pytest.mark.slow
 def test_rl_on_one_task_is_scored_on_every_task_named_in_eval_tasks(tmp_path):
-    echo, lookup = "trainer_test_envs:Echo-v0", "trainer_test_envs:Lookup-v0"
+    echo, lookup = "support.trainer_test_envs:Echo-v0", "support.trainer_test_envs:Lookup-v0"
     run = tmp_path / "run"
     run_training(
         _config(
@@ -606,7 +612,7 @@ def test_the_evaluation_does_not_depend_on_the_training_slots(tmp_path, tokenize
         return original(*args, **kwargs)
 
     monkeypatch.setattr(run_module, "evaluate_policy", recorded)
-    echo, lookup = "trainer_test_envs:Echo-v0", "trainer_test_envs:Lookup-v0"
+    echo, lookup = "support.trainer_test_envs:Echo-v0", "support.trainer_test_envs:Lookup-v0"
     for slots in (4, 8):
         run_training(
             _config(

@@ -1,6 +1,6 @@
 """MultiTaskVectorEnv: the Gymnasium API, the LLM-rollout API, sampling, workers, faults.
 
-Runs on two test-only tasks (``tests/vector_test_envs.py``); the tests with the real
+Runs on two test-only tasks (``tests/support/vector_test_envs.py``); the tests with the real
 AgentBench environments are in ``test_vector_real_envs.py``.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, VectorEnv
-from vector_test_envs import COUNT, GUESS, say
+from support.vector_test_envs import COUNT, GUESS, say
 
 from agentgym_eppo.core import Status
 from agentgym_eppo.vector import (
@@ -338,7 +338,7 @@ def test_close_leaves_no_process_sandbox_or_temp_dir_behind() -> None:
 
 
 def test_env_spec_accepts_a_factory() -> None:
-    from vector_test_envs import CountEnv
+    from support.vector_test_envs import CountEnv
 
     venv = MultiTaskVectorEnv([SubEnvSpec(CountEnv, {"max_turns": 1})], backend="serial")
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from vector_test_envs import GUESS
+from support.vector_test_envs import GUESS
 
 from agentgym_eppo.adapters.trl import trl_environment_class
 from agentgym_eppo.registration import ENVIRONMENTS

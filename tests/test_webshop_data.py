@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from webshop_support import play
+from support.webshop_support import play
 
 from agentgym_eppo.core import TaskFormatError, asset_path, read_json_or_jsonl
 from agentgym_eppo.environments.webshop.catalog import shipped_catalog

@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
-from webshop_support import play, random_policy
+from support.webshop_support import play, random_policy
 
 import agentgym_eppo
 from agentgym_eppo.core import ABORT_PENALTY

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from vector_test_envs import COUNT, GUESS, say
+from support.vector_test_envs import COUNT, GUESS, say
 
 from agentgym_eppo.core import UnparseableCallError
 from agentgym_eppo.vector import MultiTaskVectorEnv

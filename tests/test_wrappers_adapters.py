@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from vector_test_envs import COUNT, GUESS
+from support.vector_test_envs import COUNT, GUESS
 
 pytest.importorskip("skyrl_gym")
 pytest.importorskip("openrlhf")

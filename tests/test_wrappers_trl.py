@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 
+from support.trl_tiny import tiny_grpo_trainer  # noqa: E402
+from support.vector_test_envs import COUNT, GUESS  # noqa: E402
 from transformers.utils import get_json_schema  # noqa: E402
-from trl_tiny import tiny_grpo_trainer  # noqa: E402
-from vector_test_envs import COUNT, GUESS  # noqa: E402
 
 from agentgym_eppo.adapters.trl import (  # noqa: E402
     build_multitask_dataset,

@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 
-from trl_tiny import CALL, TASKS, tiny_grpo_trainer  # noqa: E402
-from vector_test_envs import COUNT, GUESS  # noqa: E402
+from support.trl_tiny import CALL, TASKS, tiny_grpo_trainer  # noqa: E402
+from support.vector_test_envs import COUNT, GUESS  # noqa: E402
 
 from agentgym_eppo.adapters.trl import (  # noqa: E402
     build_multitask_dataset,
@@ -24,7 +24,7 @@ from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer  # noqa: E402
 
 
 def make_trainer(output_dir: Path, steps: int, **config: Any) -> EPPOGRPOTrainer:
-    """The tiny trainer of tests/trl_tiny.py, with EPPO."""
+    """The tiny trainer of tests/support/trl_tiny.py, with EPPO."""
     return tiny_grpo_trainer(
         EPPOGRPOTrainer,
         output_dir,

@@ -1,6 +1,6 @@
-"""Test-only tasks for the vector env, registered as ``vector_test_envs:<Name>-v0``.
+"""Test-only tasks for the vector env, registered as ``support.vector_test_envs:<Name>-v0``.
 
-``gym.make("vector_test_envs:Guess-v0")`` imports this module first (in a worker
+``gym.make("support.vector_test_envs:Guess-v0")`` imports this module first (in a worker
 process too), so the ids need no registration by the caller. The tasks are tiny on
 purpose; their extra tools cause the faults the vector env must survive: a slow step,
 a worker that dies, and episode resources (a child process and a temp dir) that must

@@ -40,7 +40,6 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDict
 from transformers import AutoTokenizer
-from vector_test_envs import COUNT, GUESS
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker, _agent_loop_registry
 from verl.plugin.platform import platform_manager
 from verl.plugin.platform.platform_cuda import PlatformCUDA
@@ -65,6 +64,7 @@ from agentgym_eppo.adapters import verl_eppo
 from agentgym_eppo.trainer.algorithms.losses import clipped_policy_loss
 from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer
 from agentgym_eppo.trainer.training.models import resolve_model_path
+from support.vector_test_envs import COUNT, GUESS
 
 pytestmark = pytest.mark.real_library("verl")
 

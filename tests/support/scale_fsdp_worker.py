@@ -1,8 +1,8 @@
 """One policy update on a fixed batch, single-process or as an FSDP2 rank (torchrun).
 
-``python scale_fsdp_worker.py OUT single`` runs the trainer's own
-:class:`PolicyUpdater`; ``torchrun --nproc_per_node 2 scale_fsdp_worker.py OUT fsdp``
-runs :class:`FSDPPolicyUpdater` (actor fp32 with gradient checkpointing, reference
+From ``tests/`` (as ``test_scale_fsdp.py`` runs it), ``python support/scale_fsdp_worker.py
+OUT single`` runs the trainer's own :class:`PolicyUpdater`; ``torchrun --nproc_per_node 2
+support/scale_fsdp_worker.py OUT fsdp`` runs :class:`FSDPPolicyUpdater` (actor fp32 with gradient checkpointing, reference
 bf16); both come from ``make_policy_updater`` and the ``fsdp`` config section. Both use SGD with lr 1 and no gradient clipping, so ``initial - updated``
 parameters are exactly the gradients. Rank 0 (or the single process) saves the loss,
 the update's statistics and those gradients to OUT.

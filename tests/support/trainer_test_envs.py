@@ -1,5 +1,5 @@
 """Two small learnable tasks for the trainer's tests, registered as
-``trainer_test_envs:Echo-v0`` and ``trainer_test_envs:Lookup-v0``.
+``support.trainer_test_envs:Echo-v0`` and ``support.trainer_test_envs:Lookup-v0``.
 
 ``echo``: the task names a word; ``say(word)`` with that word succeeds (one turn).
 ``lookup``: ``open(box)`` reveals the word hidden in a box, then ``say(word)`` (two

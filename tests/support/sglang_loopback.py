@@ -10,7 +10,7 @@ each sampled token's log-prob under it, in SGLang's answer format
 ``finish_reason``); ``/update_weights_from_disk`` loads a checkpoint directory;
 ``/flush_cache`` answers plain text as SGLang does. Every request is recorded.
 
-Separate from ``tests/chat_servers.py`` (scripted chat completions): this one is a stateful
+Separate from ``tests/support/chat_servers.py`` (scripted chat completions): this one is a stateful
 imitation of SGLang's native API around a real model, which it samples and reloads.
 """
 

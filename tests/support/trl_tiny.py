@@ -12,9 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from vector_test_envs import COUNT, GUESS
-
 from agentgym_eppo.adapters.trl import build_multitask_dataset, trl_environment_factories
+from support.vector_test_envs import COUNT, GUESS
 
 CALL = '<tool_call>\n{"name": "say", "arguments": {"word": "alpha"}}\n</tool_call>'
 TASKS = [GUESS, COUNT]
