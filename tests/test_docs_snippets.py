@@ -41,7 +41,7 @@ NOT_TESTED: frozenset[tuple[str, str]] = frozenset(
     {
         (
             "docs/diagnostics.md",
-            "needs a finished run's folder; tests/test_cli_entry_points.py runs diagnose on a real two-step run",
+            "needs a finished run's folder; tests/test_trainer_cli_entry_points.py runs diagnose on a real two-step run",
         ),
         (
             "docs/scale.md",

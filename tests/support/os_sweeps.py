@@ -44,7 +44,7 @@ echo tampered
 ``find`` print nothing rather than an error), clears ``/etc/passwd`` and ``/etc/group``,
 and kills every process but the shell, its ancestors, the sandbox's pid 1 and its
 children (bubblewrap's namespace holder: killing it ends the sandbox, which is another
-attack, ``tests/test_hostile_os.py``)."""
+attack, ``tests/test_os_hostile.py``)."""
 
 ATTACKS = ("0", "")
 """The answers sent after tampering: the first as the agent's answer, the second judged."""

