@@ -176,6 +176,16 @@ def test_the_bounds_are_checked_when_given(capsys):
     assert "deadline_s must be > 0" in capsys.readouterr().err
 
 
+@pytest.fixture
+def python_sigint_handler():
+    """Ctrl-C as a fresh ``agentgym-eppo eval`` process gets it (Python's own handler,
+    which a library an earlier test loaded into this process may have replaced)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("python_sigint_handler")
 def test_an_interrupt_writes_the_finished_episodes_as_a_partial_result(serve_chat, tmp_path):
     def interrupts_later(handler: ChatHandler, body: dict, number: int) -> None:
         if number == 1:  # Ctrl-C while the client waits for this answer

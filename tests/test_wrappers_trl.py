@@ -56,7 +56,7 @@ def test_multitask_dataset_interleaves_tasks_and_repeats_the_smaller_one() -> No
     assert dataset.column_names == ["prompt", "environment", "task_index"]
     assert dataset["environment"] == [GUESS, COUNT] * 5
     assert sorted(dataset["task_index"][1::2]) == [0, 1, 2, 3, 4]
-    assert sorted(dataset["task_index"][0::2]) == [0, 0, 1, 1, 2]
+    assert sorted(dataset["task_index"][0::2]) == [0, 1, 1, 2, 2]  # the draw follows the task id
     assert dataset[0]["prompt"] == [
         {"role": "system", "content": "Find the word."},
         {"role": "user", "content": ""},
