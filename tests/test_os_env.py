@@ -349,3 +349,29 @@ def test_docker_containers_of_a_dead_owner_are_removed() -> None:
     finally:
         with contextlib.suppress(Exception):
             container.remove(force=True)
+
+
+def test_a_sandbox_started_without_waiting_has_its_shell_up_before_it_is_used() -> None:
+    """The reserve sandbox behind a fast reset: its agent's login shell starts as the
+    sandbox does, not when the episode first waits on it (the shell's exit nonce reaches
+    the wrapper with the start request, not from the terminal)."""
+    skip_unless("bwrap")
+    from agentgym_eppo.environments.os.sandbox_bwrap import BwrapSandbox
+
+    def login_shell_running(box: BwrapSandbox) -> bool:
+        for pid in box.pids_snapshot():
+            with contextlib.suppress(OSError):
+                if b"--login" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                    return True
+        return False
+
+    box = BwrapSandbox(wait=False, limits=SMALL_LIMITS)
+    try:
+        deadline = time.monotonic() + 20
+        while not login_shell_running(box) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert login_shell_running(box)
+        box.ensure_ready()
+        assert box.run_command("echo up", 5).output.strip() == "up"
+    finally:
+        box.close()

@@ -19,9 +19,11 @@ while IFS= read -r -u 5 info; do
 done  # fd 5 stays open: bwrap gets SIGPIPE if it writes to a closed pipe
 kill -9 "$userns"  # the holder keeps the namespace now (it dies with this loop; that does not)
 [ -n "$holder" ] || exit 1
-# the exit nonce is the first line the wrapper reads from the terminal: on no command line
+# the exit nonce comes with the shell request and reaches the wrapper on a pipe (fd 8) that
+# it closes before the agent's shell starts: on no command line, in no environment, and the
+# shell starts at once (a reserve sandbox's shell is up before its episode begins)
 # shellcheck disable=SC2016  # expanded by the shell that runs it, not here
-WRAP='IFS= read -r n; bash --login --noediting -i; printf "\036%s\036exit\036\n" "$n"'
+WRAP='IFS= read -r n <&8; exec 8<&-; bash --login --noediting -i; printf "\036%s\036exit\036\n" "$n"'
 judge_view() {  # the agent's processes are stopped meanwhile: nothing moves under it
     VIEW=(--bind "$ROOT" / "${BASE_DIRS[@]}")
     local i name target whole=
@@ -60,12 +62,14 @@ while IFS= read -r line; do
     case $request in
     shell)
         # what was typed to a shell that had died (a command sent before its death was
-        # seen) is still queued on the terminal: the new wrapper would read it first
-        while read -r -t 0.05 -u 3 _; do :; done
+        # seen) is still queued on the terminal: the new shell would read it first
+        # (read -t 0 only asks whether input waits: a first start does not wait at all)
+        while read -r -t 0 -u 3 && read -r -t 0.05 -u 3 _; do :; done
         # shellcheck disable=SC2016  # $0 and $1 expand in the bash -c below, inside the sandbox
         nsenter -t "$holder" --user --net --ipc --uts -- "${AGENT[@]}" -- \
             bash -c 'exec 9<&-; exec setsid -c env --default-signal=INT,QUIT bash -c "$1" "$0"' \
-            wrap "$WRAP" 9<"/proc/$holder/ns/pid" 10<"$SECCOMP" <&3 >&3 2>&3 3>&- 5<&- &
+            wrap "$WRAP" 8< <(printf '%s\n' "${words[2]}") 9<"/proc/$holder/ns/pid" 10<"$SECCOMP" \
+            <&3 >&3 2>&3 3>&- 5<&- &
         printf '%s 0 0\n' "$id" ;;
     run)
         judge_view

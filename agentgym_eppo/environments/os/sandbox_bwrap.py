@@ -204,7 +204,7 @@ class BwrapSandbox(Sandbox):
         _open_sandboxes.add(self)
         self.shell = InteractiveShell(FdStream(master))
         self._start_timeout = start_timeout
-        self._starting: int | None = self._send(["shell"])
+        self._starting: int | None = self._send(["shell", self.shell.exit_nonce])
         if wait:
             self.ensure_ready()
 
@@ -298,7 +298,7 @@ class BwrapSandbox(Sandbox):
             self._answer(request, self._start_timeout)
             if not self._holder:
                 self._holder = self._find_holder(self._start_timeout)
-            self.shell.setup(self._start_timeout, stty=False)
+            self.shell.setup(self._start_timeout, stty=False, nonce_on_terminal=False)
         except (SandboxError, ShellClosed) as error:
             state = self.state()
             inside = self.host_side_alive()
@@ -374,7 +374,7 @@ class BwrapSandbox(Sandbox):
         kill_repeatedly(self.process_ids)
         _drain(self._master)
         self.shell.forget()
-        self._starting = self._send(["shell"])
+        self._starting = self._send(["shell", self.shell.exit_nonce])
         self.ensure_ready()
 
     def close(self) -> None:

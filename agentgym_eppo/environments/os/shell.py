@@ -13,8 +13,9 @@ alone and the exit code::
 
 Everything before the marker is the command's output. The launcher wraps the shell so
 that its death prints ``\\036<exit nonce>\\036exit\\036``: ``exit`` or ``kill -9 $$`` is
-seen at once instead of as a timeout. The wrapper reads its exit nonce from the
-terminal as the shell starts: no nonce is on a command line or in an environment.
+seen at once instead of as a timeout. The wrapper reads its exit nonce before the shell
+starts, from the terminal (Docker) or a pipe (bubblewrap's control loop): no nonce is on
+a command line or in an environment.
 
 A marker cannot be made unforgeable from inside: the shell that prints it is the
 agent's, and a ``DEBUG`` trap sees the marker's command, nonce included, just before it
@@ -153,14 +154,21 @@ class InteractiveShell:
     def new_nonce() -> str:
         return secrets.token_hex(8)
 
-    def setup(self, timeout: float, *, stty: bool) -> None:
-        """Give the wrapper its exit nonce (the first line it reads), silence the terminal
-        (echo, prompts, history) and wait until the shell answers."""
+    @property
+    def exit_nonce(self) -> str:
+        """The nonce of the wrapper's exit marker, for a sandbox that hands it over with
+        the shell's start (``setup(nonce_on_terminal=False)``)."""
+        return self._exit_nonce
+
+    def setup(self, timeout: float, *, stty: bool, nonce_on_terminal: bool = True) -> None:
+        """Give the wrapper its exit nonce (the first line it reads from the terminal, unless
+        the sandbox passed it on another way), silence the terminal (echo, prompts,
+        history) and wait until the shell answers."""
         prefix = "stty -echo -onlcr 2>/dev/null; " if stty else ""
         self._nonce = self.new_nonce()
         line = (
-            f"{self._exit_nonce}\n"
-            f"{prefix}PS1=''; PS2=''; PROMPT_COMMAND=''; unset HISTFILE; set +o history; "
+            (f"{self._exit_nonce}\n" if nonce_on_terminal else "")
+            + f"{prefix}PS1=''; PS2=''; PROMPT_COMMAND=''; unset HISTFILE; set +o history; "
             f"printf '\\036%s\\036sync\\036\\n' {self._nonce}\n"
         )
         self.stream.write(line.encode())
