@@ -721,3 +721,35 @@ def test_outside_a_terminal_each_stage_and_rl_step_is_a_line_as_it_happens(tmp_p
     assert [done for _, done in steps] == [1, 2]
     assert all(" success " in line and " reward " in line for line, _ in steps)
     assert any(line.startswith("RL steps 1-2 on ") for line, _ in log.lines)
+
+
+def test_a_run_with_sft_and_rl_pairs_rl_against_the_sft_policy(tmp_path):
+    from rich.console import Console
+
+    from agentgym_eppo.trainer.analysis.summary import print_summary
+
+    def result(successes):
+        episodes = [
+            {"task_id": "os", "sample_id": f"i{k}", "success": won, "reward": float(won)}
+            for k, won in enumerate(successes)
+        ]
+        rate = sum(successes) / len(successes)
+        return {
+            "tasks": {"os": {"success": rate, "reward": rate}},
+            "split": "dev",
+            "episodes": episodes,
+        }
+
+    stages = {"before_sft": [0, 0, 0, 0], "after_sft": [1, 1, 0, 0], "after_rl": [1, 1, 1, 0]}
+    for stage, successes in stages.items():
+        (tmp_path / f"eval_{stage}.json").write_text(json.dumps(result(successes)))
+    print_summary(Console(record=True, width=100), tmp_path, seed=0)
+    text = (tmp_path / "paired_eval.md").read_text()
+    headings = [line for line in text.splitlines() if line.startswith("# ")]
+    assert [h.split(",")[0] for h in headings] == [
+        "# after_rl against before_sft",
+        "# after_sft against before_sft",
+        "# after_rl against after_sft",
+    ]
+    last = text[text.index("# after_rl against after_sft") :]
+    assert "| os | 4 | 0.500 | 0.750 |" in last

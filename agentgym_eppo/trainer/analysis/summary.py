@@ -1,5 +1,6 @@
 """The end-of-run summary: per-task success and reward at every evaluated stage, and the
-first stage against the last, paired over instances (``RUN_DIR/paired_eval.md``).
+first stage against the last and, with a stage between, each against the one before,
+paired over instances (``RUN_DIR/paired_eval.md``).
 
 Reward sits beside success because an RL step can only move what its reward reaches,
 and a policy that stops aborting (-0.2) gains reward before success.
@@ -7,8 +8,10 @@ and a policy that stops aborting (-0.2) gains reward before success.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -48,12 +51,30 @@ def print_summary(console: Console, run_dir: str | Path, seed: int) -> None:
             )
         console.print(table)
     if len(stages) >= 2 and all("episodes" in result for _, result in stages):
-        (first, start), (last, end) = stages[0], stages[-1]
-        comparison = compare_evals(start, end, seed=seed)
-        text = comparison_table(comparison, first, last)
-        (run_dir / "paired_eval.md").write_text(
-            f"# {last} against {first}, instance by instance (seed {seed})\n\n{text}\n\n"
-            f"Over tasks: {comparison.test}\n",
-            encoding="utf-8",
-        )
-        console.print(f"{last} against {first}, paired over instances: {comparison.test}")
+        sections = []
+        for (first, start), (last, end) in stage_pairs(stages):
+            comparison = compare_evals(start, end, seed=seed)
+            text = comparison_table(comparison, first, last)
+            sections.append(
+                f"# {last} against {first}, instance by instance (seed {seed})\n\n{text}\n\n"
+                f"Over tasks: {comparison.test}\n"
+            )
+            console.print(f"{last} against {first}, paired over instances: {comparison.test}")
+        (run_dir / "paired_eval.md").write_text("\n".join(sections), encoding="utf-8")
+
+
+def stage_pairs(stages: list[tuple[str, Any]]) -> list[tuple[tuple[str, Any], tuple[str, Any]]]:
+    """The comparisons a run's evaluations answer: the last stage against the first and,
+    where a stage lies between (SFT then RL), each stage against the one before it, so
+    that RL is judged against what it started from.
+
+    >>> [(a, b) for (a, _), (b, _) in stage_pairs([("before_sft", 0), ("after_rl", 0)])]
+    [('before_sft', 'after_rl')]
+    >>> stages = [("before_sft", 0), ("after_sft", 0), ("after_rl", 0)]
+    >>> [(a, b) for (a, _), (b, _) in stage_pairs(stages)]
+    [('before_sft', 'after_rl'), ('before_sft', 'after_sft'), ('after_sft', 'after_rl')]
+    """
+    pairs = [(stages[0], stages[-1])]
+    if len(stages) > 2:
+        pairs += list(itertools.pairwise(stages))
+    return pairs
