@@ -660,7 +660,7 @@ def test_the_run_summary_names_the_split_it_was_played_on(tmp_path):
     assert "test success per task" in text and "dev" not in text
 
 
-@pytest.mark.parametrize("name", ["demo-cpu.yaml", "scratch-cpu.yaml"])
+@pytest.mark.parametrize("name", ["demo-cpu.yaml", "scratch-cpu.yaml", "real-model-cpu.yaml"])
 def test_the_shipped_cpu_configs_are_consistent(name: str) -> None:
     """Per-task settings name the config's tasks, and every position fits the model."""
     from transformers import AutoConfig
@@ -669,7 +669,7 @@ def test_the_shipped_cpu_configs_are_consistent(name: str) -> None:
 
     config = load_config(Path(__file__).parents[1] / "configs" / name, [])
     assert set(config.sft.episodes_by_task) <= set(config.tasks)
-    assert set(config.eval.instances_by_task) <= set(config.tasks)
+    assert set(config.eval.instances_by_task) <= set(config.eval.tasks or config.tasks)
     r = config.rollout
     positions = config.model.max_position_embeddings
     if config.model.path is not None:  # the demo: the shipped base model's own context
