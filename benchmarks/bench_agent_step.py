@@ -463,16 +463,18 @@ def settings_table(config: TrainConfig, size: Size, task: str) -> list[tuple[str
 def report(results: Mapping[str, Any]) -> list[str]:
     m, size = results["machine"], SIZES[results["size_name"]]
     before, after = results["load_before"], results["load_after"]
-    loaded = max(before[0], after[0]) >= 0.5
+    # the load after includes this run's own threads: only the load before says whether
+    # something else ran
+    loaded = before[0] >= 0.5
     lines = [
         "# Agent RL step: ours vs TRL `GRPOTrainer(environment_factory=...)`",
         "",
         f"- Date: {results['date']} UTC; CPU: {m['cpu']}, {m['cores']} cores, flags "
         f"{' '.join(m['flags']) or 'none of ' + ', '.join(CPU_FLAGS)}; torch {m['torch']}.",
         f"- Load average (1/5/15 min): {'/'.join(f'{x:.1f}' for x in before)} before, "
-        f"{'/'.join(f'{x:.1f}' for x in after)} after."
+        f"{'/'.join(f'{x:.1f}' for x in after)} after (this run's own threads included)."
         + (
-            " **The machine was shared while this ran: these are not idle figures.**"
+            " **Something else was running when this started: these are not idle figures.**"
             if loaded
             else ""
         ),
