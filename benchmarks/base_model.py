@@ -50,7 +50,7 @@ from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 from agentgym_eppo.trainer.run import evaluated_tasks
 from agentgym_eppo.trainer.training.models import load_policy
 
-from .machine import cpu_model
+from .machine import cpu_model, matmul_peak
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -58,17 +58,6 @@ PROTOCOL = ROOT / "configs" / "demo-cpu.yaml"
 CARD = ROOT / "agentgym_eppo" / "assets" / "models" / "agentgym-tiny" / "README.md"
 AGENTBENCH_FILES = {"os": "os_interaction/dev.json", "db": "dbbench/dev.jsonl"}
 AGENTBENCH_SCRIPTS = {"os": "os_interaction/scripts/dev"}  # env kwarg scripts_dir
-
-
-def matmul_peak(dtype: torch.dtype, size: int = 2048, repeats: int = 10) -> float:
-    """GFLOP/s of a square matmul in ``dtype`` at the current thread count."""
-    a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
-    for _ in range(2):
-        a @ b
-    started = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    return 2 * size**3 * repeats / (time.perf_counter() - started) / 1e9
 
 
 def evaluate(

@@ -59,6 +59,7 @@ from typing import Any
 import torch
 
 from agentgym_eppo.adapters.trl import build_multitask_dataset, trl_environment_factories
+from agentgym_eppo.core.statuses import Status
 from agentgym_eppo.trainer.algorithms.clip_policies import make_clip_policy
 from agentgym_eppo.trainer.config import TrainConfig, load_config
 from agentgym_eppo.trainer.devices import resolve_bf16
@@ -70,7 +71,7 @@ from agentgym_eppo.trainer.run import env_kwargs_for
 from agentgym_eppo.trainer.training.models import load_policy
 from agentgym_eppo.trainer.training.update import PolicyUpdater
 from agentgym_eppo.wrappers.session import EpisodeSession
-from benchmarks.machine import cpu_model
+from benchmarks.machine import cpu_model, matmul_peak
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -140,6 +141,32 @@ def _mean(values: Sequence[float]) -> float:
     return float(statistics.fmean(values)) if values else float("nan")
 
 
+def update_passes(config: TrainConfig) -> int:
+    """Forward-pass equivalents the update runs over each episode with a loss token: the
+    scoring forward (unless the old policy comes from the rollout), the reference forward
+    (with a KL term), and forward plus backward (3 passes) for each PPO epoch."""
+    score = 0 if config.rl.old_logprobs == "rollout" else 1
+    reference = 1 if config.algorithm.kl_coef != 0 else 0
+    return score + reference + 3 * config.rl.ppo_epochs
+
+
+def update_gflop(model: Any, lengths: Sequence[int], passes: int) -> float:
+    """GFLOP of ``passes`` passes over sequences of ``lengths`` tokens: 2 x parameters per
+    token plus causal attention (QK^T and AV, 2 x layers x hidden x length^2 a sequence);
+    padding is not counted.
+
+    >>> from types import SimpleNamespace
+    >>> toy = SimpleNamespace(num_parameters=lambda: 1000,
+    ...                       config=SimpleNamespace(num_hidden_layers=2, hidden_size=8))
+    >>> update_gflop(toy, [10], passes=1) * 1e9  # 2 x 1000 x 10 + 2 x 2 x 8 x 100
+    23200.0
+    """
+    c = model.config
+    linear = 2 * model.num_parameters() * sum(lengths)
+    attention = 2 * c.num_hidden_layers * c.hidden_size * sum(n * n for n in lengths)
+    return passes * (linear + attention) / 1e9
+
+
 def measure_ours(task: str, size: Size) -> dict[str, Any]:
     """``size.timed + 1`` calls of :func:`rl_step`, its parts built as ``Trainer.reinforce``
     builds them."""
@@ -180,11 +207,18 @@ def measure_ours(task: str, size: Size) -> dict[str, Any]:
                 started = time.perf_counter()
                 outcome = rl_step(step, venv, engine, updater, tokenizer, settings, pacing)
                 seconds = time.perf_counter() - started
-                played = outcome.played
+                played, record = outcome.played, outcome.record["global"]
+                updated = [
+                    len(e.transcript)
+                    for e in played
+                    if e.generated_tokens > 0 and e.status != Status.TASK_ERROR.value
+                ]
                 steps.append(
                     {
                         "seconds": seconds,
-                        "rollout_seconds": float(outcome.record["global"]["rollout_seconds"]),
+                        "rollout_seconds": float(record["rollout_seconds"]),
+                        "update_seconds": float(record["score_seconds"] + record["train_seconds"]),
+                        "update_gflop": update_gflop(model, updated, update_passes(config)),
                         "episodes": len(played),
                         "sampled_tokens": _mean([e.generated_tokens for e in played]),
                         # every turn goes to the env (a reply without a call ends the episode)
@@ -509,6 +543,24 @@ def report(results: Mapping[str, Any]) -> list[str]:
         )
     lines += [
         "",
+        "Our update (the scoring, reference and training passes of `PolicyUpdater.step`) "
+        "against this machine's fp32 matmul peak, measured before the run at the same "
+        f"threads: {results['fp32_peak_gflops']:.0f} GFLOP/s (2048 x 2048, best of 5). "
+        "FLOPs: 2 x parameters per token plus causal attention per pass, over every episode "
+        "with a loss token, padding not counted; medians over the timed steps.",
+        "",
+        "| family | update, s | update, GFLOP | GFLOP/s | share of the fp32 peak |",
+        "|---|---|---|---|---|",
+    ]
+    for task, entry in results["tasks"].items():
+        o = entry["ours"]
+        rate = o["update_gflop"] / o["update_seconds"]
+        lines.append(
+            f"| {task} | {o['update_seconds']:.2f} | {o['update_gflop']:.1f} | {rate:.0f} "
+            f"| {rate / results['fp32_peak_gflops']:.0%} |"
+        )
+    lines += [
+        "",
         "Episodes/s: episodes per step over the whole step (reset, rollout, reward, update); "
         "rollout: the resets and the turns. Per episode: sampled tokens, model turns, tool "
         "calls run, env steps (what the environment counted) and success. Ours sends every "
@@ -550,6 +602,8 @@ def main(
     size = SIZES[size_name]
     tasks = list(tasks or size.tasks)
     load_before = os.getloadavg()
+    torch.set_num_threads(int(train_config(tasks[0], size).threads or 1))
+    fp32_peak = matmul_peak(torch.float32)
     entries: dict[str, Any] = {}
     for task in tasks:
         raw = {
@@ -566,6 +620,7 @@ def main(
         "machine": machine(),
         "load_before": list(load_before),
         "load_after": list(os.getloadavg()),
+        "fp32_peak_gflops": fp32_peak,
         "size_name": size_name,
         "size": asdict(size),
         "settings": settings_table(train_config(tasks[0], size), size, tasks[0]),

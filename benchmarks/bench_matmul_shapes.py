@@ -39,12 +39,10 @@ from benchmarks.bench_trainer import (
     _model,
     _prompt,
     _tokenizer,
-    best_matmul_seconds,
     in_subprocess,
-    matmul_peak,
     size_facts,
 )
-from benchmarks.machine import cpu_model
+from benchmarks.machine import best_matmul_seconds, cpu_model, matmul_peak
 
 SIZES = ("10M", "50M")  # the sizes the issue sets its goal at
 DTYPE = torch.bfloat16 if BF16 else torch.float32

@@ -53,7 +53,7 @@ from agentgym_eppo.trainer.rollout.episodes import Episode
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
 from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
-from benchmarks.machine import cpu_model
+from benchmarks.machine import cpu_model, matmul_peak
 
 THREADS = 2
 PRECISION = os.environ.get("BENCH_PRECISION", "auto")
@@ -384,23 +384,6 @@ def in_subprocess(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- roofline
-
-
-def best_matmul_seconds(a: torch.Tensor, b: torch.Tensor, repeats: int = 5) -> float:
-    """Best wall time of ``a @ b`` over ``repeats`` calls, after one warm-up call."""
-    torch.mm(a, b)
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
-def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
-    """Best GFLOP/s of an n x n matmul in ``dtype`` with this process's threads."""
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    return 2 * n**3 / best_matmul_seconds(a, b, repeats) / 1e9
 
 
 def memory_bandwidth(megabytes: int = 512, repeats: int = 5) -> float:

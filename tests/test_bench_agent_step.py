@@ -27,6 +27,8 @@ SIDE_FIELDS = {
     "success",
     "peak_rss_mb",
 }
+UPDATE_FIELDS = {"update_seconds", "update_gflop"}
+"""Ours only: the update's time and FLOPs, for its share of the fp32 peak."""
 
 
 def test_the_benchmark_is_registered() -> None:
@@ -51,9 +53,10 @@ def test_quick_run_writes_both_sides_of_one_family(tmp_path) -> None:  # type: i
     assert len(written["load_before"]) == len(written["load_after"]) == 3
     assert written["machine"]["cpu"] and written["machine"]["cores"] >= 1
     entry = written["tasks"]["db"]
-    for side in ("ours", "trl"):
+    assert written["fp32_peak_gflops"] > 0
+    for side, own in (("ours", UPDATE_FIELDS), ("trl", set())):
         facts = entry[side]
-        assert set(facts) == SIDE_FIELDS, side
+        assert set(facts) == SIDE_FIELDS | own, side
         assert facts["episodes"] == size.episodes
         assert 0 < facts["rollout_seconds"] < facts["seconds"]
         assert 0 < facts["sampled_tokens"] <= turns * per_turn
@@ -61,6 +64,9 @@ def test_quick_run_writes_both_sides_of_one_family(tmp_path) -> None:  # type: i
         assert 0 <= facts["env_steps"] <= facts["model_turns"]
         assert 0 <= facts["tool_calls"] <= turns
         assert 0 <= facts["success"] <= 1
+    update = entry["ours"]
+    assert 0 < update["update_seconds"] < update["seconds"] - update["rollout_seconds"]
+    assert update["update_gflop"] > 0
     ours, trl = entry["ours"]["episodes_per_s"], entry["trl"]["episodes_per_s"]
     assert entry["ratio"] == pytest.approx(ours / trl)
     # the compact prompt comes out as the same token ids on both sides
@@ -72,5 +78,6 @@ def test_quick_run_writes_both_sides_of_one_family(tmp_path) -> None:  # type: i
     report = (tmp_path / f"{NAME}.md").read_text(encoding="utf-8")
     assert written["machine"]["cpu"] in report
     assert "Load average (1/5/15 min)" in report
-    assert report.count("| db | ") == 1
+    assert report.count("| db | ") == 2  # the step table and the update's share of the peak
+    assert "share of the fp32 peak" in report
     assert "| tokens per turn | 48 |" in report
