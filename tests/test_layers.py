@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [  # bottom first
         "vector/wrappers/serving",
         ["agentgym_eppo.vector", "agentgym_eppo.wrappers", "agentgym_eppo.serving"],
     ),
-    ("trainer base", [f"{T}.config_fields", f"{T}.devices"]),
+    ("trainer base", [f"{T}.config_fields", f"{T}.devices", f"{T}.progress"]),
     ("algorithms", [f"{T}.algorithms"]),
     ("rollout", [f"{T}.rollout", f"{T}.evaluation"]),
     ("config", [f"{T}.config", f"{T}.distributed.config"]),

@@ -69,6 +69,12 @@ def test_pretrain_cli_writes_a_model_any_hf_tool_loads(tmp_path: Path) -> None:
         [*CLI, "pretrain", "--config", str(config)], capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    # stdout is no terminal here: a line at each checkpoint (save_every 2), as it happens
+    assert [line.split(":")[0] for line in done.stdout.splitlines() if "pretrain step" in line] == [
+        "pretrain step 2/6",
+        "pretrain step 4/6",
+        "pretrain step 6/6",
+    ]
     model_dir = tmp_path / "run" / "model"
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from transformers import PreTrainedModel
 from transformers.utils import logging as transformers_logging
 
@@ -40,6 +40,7 @@ from agentgym_eppo.trainer.distributed.launch import (
     make_vector_env,
 )
 from agentgym_eppo.trainer.distributed.ray_cluster import connect
+from agentgym_eppo.trainer.progress import live_bar, progress_bar
 from agentgym_eppo.trainer.rl_step import StepSettings, TaskPacing, rl_step, update_settings
 from agentgym_eppo.trainer.rollout.engine import RolloutEngine
 from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
@@ -108,7 +109,7 @@ class Trainer:
         """A progress bar only where one can redraw (``progress`` on, a terminal); in a
         log file, under ``nohup`` or in CI, every stage and RL step is a line instead,
         written as it happens."""
-        return self.config.progress and self.console.is_terminal
+        return live_bar(self.config.progress, self.console)
 
     def load_policy(self, path: str | Path) -> None:
         self.model, self.tokenizer = load_policy(path, self.device)
@@ -358,14 +359,7 @@ class Trainer:
         )
 
     def _progress(self) -> Progress:
-        return Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-            console=self.console,
-            disable=not self.live_bar,
-        )
+        return progress_bar(self.console, self.live_bar)
 
 
 def _seed_everything(seed: int) -> None:

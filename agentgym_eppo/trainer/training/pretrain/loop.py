@@ -26,6 +26,7 @@ from transformers import PreTrainedModel
 from ...algorithms.defaults import MAX_GRAD_NORM
 from ...checkpoint import latest_checkpoint, policy_card, save_checkpoint
 from ...devices import autocast_context, resolve_bf16
+from ...progress import live_bar, progress_bar
 from ...rollout.chat import Transcript
 from ..batching import build_micro_batch, plan_micro_batches
 from ..models import (
@@ -95,18 +96,11 @@ def step_loss(
 def pretrain(config: PretrainConfig, console: Any = None) -> Path:
     """Run (or resume) the pretraining of ``config``; return the model folder."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
     from transformers import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
     console = console or Console()
+    live = live_bar(config.progress, console)
     run_dir = Path(config.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(
@@ -117,20 +111,9 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
     started = time.perf_counter()
     timings: dict[str, float] = _read_json(run_dir / "timings.json")
 
-    def progress() -> Progress:
-        return Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            disable=not config.progress,
-        )
-
     shards = plan_shards(config.data)
     t0 = time.perf_counter()
-    with progress() as bar:
+    with progress_bar(console, live) as bar:
         job = bar.add_task("data: expert episodes", total=len(shards))
         bar.update(job, completed=sum((run_dir / "data" / s.name).exists() for s in shards))
         paths = build_data(config, run_dir, lambda s, n: bar.advance(job))
@@ -206,7 +189,7 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
     model.train()
     train_started = time.perf_counter()
     seen = sum(len(transcripts[i]) for batch in plan[:first] for i in batch)
-    with progress() as bar:
+    with progress_bar(console, live) as bar:
         job = bar.add_task("pretrain", total=t.steps, completed=first)
         for step in range(first, t.steps):
             t1 = time.perf_counter()
@@ -241,6 +224,11 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
             )
             done = step + 1
             if done % t.save_every == 0 or done == t.steps:
+                if not live:  # a line a checkpoint where no bar can redraw
+                    console.print(
+                        f"pretrain step {done}/{t.steps}: loss {loss:.3f}, "
+                        f"{tokens / seconds:,.0f} tok/s"
+                    )
                 state = {
                     "step": done,
                     "optimizer": optimizer.state_dict(),
