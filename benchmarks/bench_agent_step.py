@@ -71,6 +71,7 @@ from agentgym_eppo.trainer.run import env_kwargs_for
 from agentgym_eppo.trainer.training.models import load_policy
 from agentgym_eppo.trainer.training.update import PolicyUpdater
 from agentgym_eppo.wrappers.session import EpisodeSession
+from benchmarks.flops import forward_flops
 from benchmarks.machine import cpu_model, matmul_peak
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,20 +152,11 @@ def update_passes(config: TrainConfig) -> int:
 
 
 def update_gflop(model: Any, lengths: Sequence[int], passes: int) -> float:
-    """GFLOP of ``passes`` passes over sequences of ``lengths`` tokens: 2 x parameters per
-    token plus causal attention (QK^T and AV, 2 x layers x hidden x length^2 a sequence);
-    padding is not counted.
-
-    >>> from types import SimpleNamespace
-    >>> toy = SimpleNamespace(num_parameters=lambda: 1000,
-    ...                       config=SimpleNamespace(num_hidden_layers=2, hidden_size=8))
-    >>> update_gflop(toy, [10], passes=1) * 1e9  # 2 x 1000 x 10 + 2 x 2 x 8 x 100
-    23200.0
-    """
+    """GFLOP of ``passes`` forward passes of ``model`` over sequences of ``lengths`` tokens
+    (:func:`~benchmarks.flops.forward_flops`)."""
     c = model.config
-    linear = 2 * model.num_parameters() * sum(lengths)
-    attention = 2 * c.num_hidden_layers * c.hidden_size * sum(n * n for n in lengths)
-    return passes * (linear + attention) / 1e9
+    one = forward_flops(model.num_parameters(), c.num_hidden_layers, c.hidden_size, lengths)
+    return passes * one / 1e9
 
 
 def measure_ours(task: str, size: Size) -> dict[str, Any]:

@@ -53,6 +53,7 @@ from agentgym_eppo.trainer.rollout.episodes import Episode
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
 from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
+from benchmarks.flops import forward_flops
 from benchmarks.machine import cpu_model, matmul_peak
 
 THREADS = 2
@@ -404,11 +405,9 @@ def size_facts(size: str, prompt: int, length: int) -> dict[str, float]:
     model = _model(tokenizer, size)
     params = sum(p.numel() for p in model.parameters())
     c = model.config
-    tokens = GROUP * (prompt + length)
-    sequence = prompt + length
-    # attention: QK^T and AV, 2 x 2 x seq x hidden per token per layer (causal halves it)
-    attention = 2 * c.num_hidden_layers * c.hidden_size * sequence * GROUP * sequence
-    flops = 8 * params * tokens + 4 * attention  # scoring forward (1x) + training (3x)
+    lengths = [prompt + length] * GROUP
+    # scoring forward (1 pass) + training (forward and backward: 3 passes)
+    flops = 4 * forward_flops(params, c.num_hidden_layers, c.hidden_size, lengths)
     kv_per_token = (
         2
         * c.num_hidden_layers

@@ -1,7 +1,8 @@
-"""Every docstring example in the package runs (``python -m doctest`` on each module).
+"""Every docstring example in the package and the benchmarks runs (``python -m doctest``
+on each module).
 
 The suite's ``testpaths`` is ``tests/``, so ``--doctest-modules`` alone would not reach
-the package; this test collects the modules itself, one test per module that has
+them; this test collects the modules itself, one test per module that has
 examples, so a failing example names its module.
 """
 
@@ -14,13 +15,18 @@ import pkgutil
 import pytest
 
 import agentgym_eppo
+import benchmarks
 
 OPTIONAL = {"sglang", "docker", "alfworld", "ray", "trl", "verl", "skyrl_gym", "openrlhf"}
 """Extras a module may need; a module whose import misses one is skipped, not failed."""
 
 
 def _modules() -> list[str]:
-    names = [info.name for info in pkgutil.walk_packages(agentgym_eppo.__path__, "agentgym_eppo.")]
+    names = [
+        info.name
+        for package in (agentgym_eppo, benchmarks)
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")
+    ]
     return sorted(names)
 
 
