@@ -59,7 +59,6 @@ from typing import Any
 import torch
 
 from agentgym_eppo.adapters.trl import build_multitask_dataset, trl_environment_factories
-from agentgym_eppo.core.statuses import Status
 from agentgym_eppo.trainer.algorithms.clip_policies import make_clip_policy
 from agentgym_eppo.trainer.config import TrainConfig, load_config
 from agentgym_eppo.trainer.devices import resolve_bf16
@@ -71,7 +70,6 @@ from agentgym_eppo.trainer.run import env_kwargs_for
 from agentgym_eppo.trainer.training.models import load_policy
 from agentgym_eppo.trainer.training.update import PolicyUpdater
 from agentgym_eppo.wrappers.session import EpisodeSession
-from benchmarks.flops import forward_flops
 from benchmarks.machine import cpu_model, matmul_peak
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,23 +140,6 @@ def _mean(values: Sequence[float]) -> float:
     return float(statistics.fmean(values)) if values else float("nan")
 
 
-def update_passes(config: TrainConfig) -> int:
-    """Forward-pass equivalents the update runs over each episode with a loss token: the
-    scoring forward (unless the old policy comes from the rollout), the reference forward
-    (with a KL term), and forward plus backward (3 passes) for each PPO epoch."""
-    score = 0 if config.rl.old_logprobs == "rollout" else 1
-    reference = 1 if config.algorithm.kl_coef != 0 else 0
-    return score + reference + 3 * config.rl.ppo_epochs
-
-
-def update_gflop(model: Any, lengths: Sequence[int], passes: int) -> float:
-    """GFLOP of ``passes`` forward passes of ``model`` over sequences of ``lengths`` tokens
-    (:func:`~benchmarks.flops.forward_flops`)."""
-    c = model.config
-    one = forward_flops(model.num_parameters(), c.num_hidden_layers, c.hidden_size, lengths)
-    return passes * one / 1e9
-
-
 def measure_ours(task: str, size: Size) -> dict[str, Any]:
     """``size.timed + 1`` calls of :func:`rl_step`, its parts built as ``Trainer.reinforce``
     builds them."""
@@ -200,17 +181,12 @@ def measure_ours(task: str, size: Size) -> dict[str, Any]:
                 outcome = rl_step(step, venv, engine, updater, tokenizer, settings, pacing)
                 seconds = time.perf_counter() - started
                 played, record = outcome.played, outcome.record["global"]
-                updated = [
-                    len(e.transcript)
-                    for e in played
-                    if e.generated_tokens > 0 and e.status != Status.TASK_ERROR.value
-                ]
                 steps.append(
                     {
                         "seconds": seconds,
                         "rollout_seconds": float(record["rollout_seconds"]),
                         "update_seconds": float(record["score_seconds"] + record["train_seconds"]),
-                        "update_gflop": update_gflop(model, updated, update_passes(config)),
+                        "update_gflop": float(record["update_gflop"]),
                         "episodes": len(played),
                         "sampled_tokens": _mean([e.generated_tokens for e in played]),
                         # every turn goes to the env (a reply without a call ends the episode)

@@ -51,9 +51,9 @@ from agentgym_eppo.trainer.devices import autocast_context, resolve_bf16
 from agentgym_eppo.trainer.rollout.chat import Transcript
 from agentgym_eppo.trainer.rollout.episodes import Episode
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
+from agentgym_eppo.trainer.training.flops import forward_flops
 from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
 from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
-from benchmarks.flops import forward_flops
 from benchmarks.machine import cpu_model, matmul_peak
 
 THREADS = 2

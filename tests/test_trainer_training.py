@@ -128,6 +128,21 @@ def _skip_step(tokenizer, skip: bool, kl_coef: float):
     return updater, result, forwarded
 
 
+@pytest.mark.parametrize("skip", [False, True], ids=["all-trained", "zero-advantage-skipped"])
+def test_the_update_counts_the_work_of_the_passes_it_ran(tokenizer, skip):
+    """``update_gflop``: one scoring forward of every episode, one reference forward and
+    (forward + backward) x epochs of each trained one; 8 episodes of 5 tokens, 4 of them
+    with a nonzero advantage."""
+    from agentgym_eppo.trainer.training.flops import forward_flops
+
+    _, result = _skip_step(tokenizer, skip=skip, kl_coef=0.5)[:2]
+    model = _model(tokenizer)
+    one = forward_flops(sum(p.numel() for p in model.parameters()), 1, 32, [5])
+    trained = 4 if skip else 8
+    epochs = UpdateSettings().ppo_epochs
+    assert result.gflop * 1e9 == pytest.approx(one * (8 + trained + 3 * epochs * trained))
+
+
 def test_skipping_zero_advantage_episodes_changes_only_their_kl_term(tokenizer):
     full, full_result, full_forwarded = _skip_step(tokenizer, skip=False, kl_coef=0.0)
     skip, skip_result, skip_forwarded = _skip_step(tokenizer, skip=True, kl_coef=0.0)

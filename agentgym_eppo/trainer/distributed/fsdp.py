@@ -205,6 +205,7 @@ class FSDPPolicyUpdater(PolicyUpdater):
                 ref_logp, _ = self.ref_scorer(batch, s.temperature, s.logprob_chunk, False)
             if not batch.members:
                 continue
+            self._count(batch, passes=1 if ref is None else 2)
             self._scatter(batch.members, batch.member_of_token, logp, old)
             self._scatter(batch.members, batch.member_of_token, ent, entropy)
             if ref is not None:

@@ -32,6 +32,7 @@ from agentgym_eppo.trainer.algorithms.losses import token_losses, token_sum
 from agentgym_eppo.trainer.rollout.episodes import Episode, episodes_by_task, group_rewards
 
 from .batching import FORWARD_TOKENS, MicroBatch, micro_batches, token_logprobs
+from .flops import FlopCounter
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class UpdateResult:
     pacer_seconds: float = 0.0
     score_seconds: float = 0.0
     train_seconds: float = 0.0
+    gflop: float = 0.0  # the scoring, reference and training passes' work (over all ranks)
 
 
 def mixed_group_share(episodes: Sequence[Episode]) -> float:
@@ -182,6 +184,7 @@ def step_record(
             "score_seconds": result.score_seconds,
             "train_seconds": result.train_seconds,
             "pacer_seconds": result.pacer_seconds,
+            "update_gflop": result.gflop,
         },
         "tasks": tasks,
     }
@@ -299,6 +302,7 @@ class PolicyUpdater:
         self.settings = settings
         self.pad_token_id = pad_token_id
         self.ref_model = ref_model
+        self.flops = FlopCounter(model)
 
     @torch.no_grad()
     def score(self, episodes: Sequence[Episode], trained: Sequence[int] | None = None) -> Scored:
@@ -326,6 +330,7 @@ class PolicyUpdater:
             logp, ent = token_logprobs(
                 self.model, batch, s.temperature, s.logprob_chunk, s.bf16, FORWARD_TOKENS
             )
+            self._count(batch)
             self._scatter(batch.members, batch.member_of_token, logp, old)
             self._scatter(batch.members, batch.member_of_token, ent, entropy)
         if not self._uses_reference or self.ref_model is None:
@@ -340,6 +345,7 @@ class PolicyUpdater:
             ref_logp, _ = token_logprobs(
                 self.ref_model, batch, s.temperature, s.logprob_chunk, s.bf16, FORWARD_TOKENS
             )
+            self._count(batch)
             self._scatter(batch.members, batch.member_of_token, ref_logp, ref)
         return Scored(old, entropy, ref, len(rescored))
 
@@ -389,12 +395,22 @@ class PolicyUpdater:
         result.task_clip_eps = self.clip_policy.begin_step(result.task_entropy, result.task_tokens)
         result.pacer_seconds = time.perf_counter() - paced
         if result.tokens == 0:
+            result.gflop = self._gflop_counted()
             return result
         trained = time.perf_counter()
         context = StepContext(episodes, scored, advantages, task_names, trained_episodes)
         self._train(context, generator, result)
         result.train_seconds = time.perf_counter() - trained
+        result.gflop = self._gflop_counted()
         return result
+
+    def _count(self, batch: MicroBatch, passes: int = 1) -> None:
+        """Count ``passes`` forward-pass equivalents over ``batch``'s unpadded rows."""
+        self.flops.add(batch.attention_mask.sum(dim=1).tolist(), passes)
+
+    def _gflop_counted(self) -> float:
+        """The step's counted GFLOP, summed over ranks (a collective under FSDP)."""
+        return self._sum_over_ranks([self.flops.take()])[0] / 1e9
 
     def _trained(self, episodes: Sequence[Episode], advantages: torch.Tensor) -> list[int]:
         """The episodes the loss sees: all with a loss token, less (with
@@ -478,6 +494,7 @@ class PolicyUpdater:
                     if not batch.members:  # an FSDP rank's idle pass: collectives stay in step
                         self._backward(logp.sum() * 0.0)
                         continue
+                    self._count(batch, passes=3)  # forward and backward
                     micro = micro_batch_loss(
                         batch, logp, entropy, context, batch_tokens, self.clip_policy, settings
                     )
