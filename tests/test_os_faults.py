@@ -222,6 +222,20 @@ def test_a_failure_of_the_parts_out_of_the_agents_reach_is_a_task_error(env: OSE
     assert_next_episode_is_clean(env)
 
 
+def test_the_parts_out_of_reach_are_seen_gone_the_moment_they_go(env: OSEnv) -> None:
+    """The race behind a backend failure scored as the agent's: asked the instant after
+    the control loop (bubblewrap) was killed, before the kernel lets it be reaped, or the
+    container (Docker) removed, the sandbox must already see them gone."""
+    sandbox = env.sandbox
+    sandbox.ensure_ready()
+    assert sandbox.host_side_alive()
+    if env.backend == "bwrap":
+        os.kill(sandbox._process.pid, 9)  # type: ignore[union-attr]
+    else:
+        sandbox.container.remove(force=True)  # type: ignore[union-attr]
+    assert not sandbox.host_side_alive()
+
+
 def test_binary_and_non_utf8_output_become_text(env: OSEnv) -> None:
     obs, _ = run(env, "head -c 5000 /dev/urandom")
     assert obs.endswith("\n[truncated because the output is too long]") or len(obs) < 823 + 30

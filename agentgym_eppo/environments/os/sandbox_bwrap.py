@@ -313,10 +313,19 @@ class BwrapSandbox(Sandbox):
         if not self._holder <= self._cgroup.pids():
             raise SandboxError(f"the sandbox died ({self.state()})")
 
-    def host_side_alive(self) -> bool:
+    def host_side_alive(self, settle: float = 1.0) -> bool:
         """The control loop runs (in the host's pid namespace: no process of the sandbox
-        can signal it)."""
-        return not self._closed and self._process.poll() is None
+        can signal it). Asked only once the shell has failed: a control loop that died a
+        moment ago has closed the terminal before the kernel lets it be reaped, so it gets
+        up to ``settle`` seconds to show its exit rather than be taken for alive (and the
+        backend's failure for the agent's)."""
+        if self._closed:
+            return False
+        try:
+            self._process.wait(timeout=settle)
+        except subprocess.TimeoutExpired:
+            return True
+        return False
 
     def state(self) -> str:
         """What is left of the sandbox, and the kernel's limit events of its cgroup."""
