@@ -121,6 +121,10 @@ CONTROL_LOOP = "control_loop.sh"
 """The control loop's script, package data beside this module (run by bash after the
 assignments of :func:`control_assignments`)."""
 
+REAP_SETTLE_SECONDS = 1.0
+"""How long a failed shell's sandbox waits for its control loop to show an exit that has
+begun (the terminal closes before the process can be reaped); paid only after a failure."""
+
 _counter = itertools.count()
 _leftovers_lock = threading.Lock()
 _open_sandboxes: weakref.WeakSet[BwrapSandbox] = weakref.WeakSet()
@@ -313,16 +317,16 @@ class BwrapSandbox(Sandbox):
         if not self._holder <= self._cgroup.pids():
             raise SandboxError(f"the sandbox died ({self.state()})")
 
-    def host_side_alive(self, settle: float = 1.0) -> bool:
+    def host_side_alive(self) -> bool:
         """The control loop runs (in the host's pid namespace: no process of the sandbox
         can signal it). Asked only once the shell has failed: a control loop that died a
         moment ago has closed the terminal before the kernel lets it be reaped, so it gets
-        up to ``settle`` seconds to show its exit rather than be taken for alive (and the
-        backend's failure for the agent's)."""
+        :data:`REAP_SETTLE_SECONDS` to show its exit rather than be taken for alive (and
+        the backend's failure for the agent's)."""
         if self._closed:
             return False
         try:
-            self._process.wait(timeout=settle)
+            self._process.wait(timeout=REAP_SETTLE_SECONDS)
         except subprocess.TimeoutExpired:
             return True
         return False

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from transformers import PreTrainedModel
@@ -44,6 +45,12 @@ class MicroBatch:
     @property
     def num_tokens(self) -> int:
         return int(self.targets.shape[0])
+
+    @cached_property
+    def lengths(self) -> list[int]:
+        """Each row's unpadded length (what the forward plans its pieces by, and what the
+        update's FLOP count counts)."""
+        return [int(n) for n in self.attention_mask.sum(dim=1).tolist()]
 
 
 def plan_micro_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
@@ -148,7 +155,7 @@ def token_logprobs(
     must run the same number of forwards); a number: one per piece of
     :func:`plan_pieces` with that fixed cost per forward."""
     device = next(model.parameters()).device
-    lengths = batch.attention_mask.sum(dim=1).tolist()
+    lengths = batch.lengths
     pieces = (
         [range(len(lengths))] if forward_tokens is None else plan_pieces(lengths, forward_tokens)
     )

@@ -406,7 +406,7 @@ class PolicyUpdater:
 
     def _count(self, batch: MicroBatch, passes: int = 1) -> None:
         """Count ``passes`` forward-pass equivalents over ``batch``'s unpadded rows."""
-        self.flops.add(batch.attention_mask.sum(dim=1).tolist(), passes)
+        self.flops.add(batch.lengths, passes)
 
     def _gflop_counted(self) -> float:
         """The step's counted GFLOP, summed over ranks (a collective under FSDP)."""
