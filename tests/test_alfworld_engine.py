@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import random
 import subprocess
 import sys
@@ -10,7 +11,11 @@ from typing import Any
 
 import pytest
 
-from agentgym_eppo.environments.alfworld.engine import ALFWorldEngine, EngineCaches
+from agentgym_eppo.environments.alfworld.engine import (
+    ALFWorldEngine,
+    EngineCaches,
+    shared_caches,
+)
 from agentgym_eppo.environments.alfworld.games import game_data
 from agentgym_eppo.environments.alfworld.tasks import load_task_set
 
@@ -81,6 +86,45 @@ def test_caches_hold_at_most_max_games() -> None:
     assert caches.translations.misses == 2
     with pytest.raises(ValueError, match="max_games must be at least 1"):
         EngineCaches(max_games=0)
+
+
+def test_shared_caches_are_one_per_size_and_private_ones_stay_private() -> None:
+    assert shared_caches(3) is shared_caches(3)
+    assert shared_caches(3) is not shared_caches(4)
+    assert shared_caches(3) is not shared_caches(3, replanning=True)
+    assert shared_caches(3, replanning=True).replanning
+    assert ALFWorldEngine().caches is not ALFWorldEngine().caches
+    with pytest.raises(ValueError, match="max_games must be at least 1"):
+        shared_caches(0)
+
+
+def _play_in_forked_child(record: Any, connection: Any) -> None:
+    caches = shared_caches(6)
+    misses = caches.translations.misses
+    transcript = _transcript(ALFWorldEngine(caches=caches), record, seed=4)
+    caches.clear()
+    connection.send((transcript, caches.translations.misses - misses))
+
+
+def test_a_forked_child_inherits_a_valid_copy_of_the_shared_caches() -> None:
+    """A worker forked after the parent played a game replays it from the inherited
+    caches (no new translation), identically; what it does to its copy stays its own."""
+    (record,) = _games("pick_clean_then_place_in_recep")
+    caches = shared_caches(6)
+    caches.clear()
+    expected = _transcript(ALFWorldEngine(caches=caches), record, seed=4)
+    entries = len(caches.translations)
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_play_in_forked_child, args=(record, sender))
+    child.start()
+    try:
+        transcript, translated = receiver.recv()
+    finally:
+        child.join(timeout=120)
+    assert child.exitcode == 0
+    assert (transcript, translated) == (expected, 0)
+    assert len(caches.translations) == entries > 0  # the child's clear() did not reach here
 
 
 def test_step_before_load_is_a_clear_error() -> None:

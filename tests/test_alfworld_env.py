@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -18,7 +21,7 @@ def act(action: str) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def env() -> ALFWorldEnv:
+def env() -> Iterator[ALFWorldEnv]:
     environment = ALFWorldEnv(split="dev")
     yield environment
     environment.close()
@@ -27,6 +30,7 @@ def env() -> ALFWorldEnv:
 def test_reset_shows_room_task_and_available_actions(env: ALFWorldEnv) -> None:
     obs, info = env.reset(options={"index": 0})
     record = env.record
+    assert record is not None and record.row is not None
     assert obs.startswith("You are in the middle of a room. Looking quickly around you, you see ")
     assert f"Your task is to: {record.row['task']}." in obs
     assert "Welcome to TextWorld" not in obs
@@ -115,9 +119,57 @@ def test_same_seed_same_game_and_same_transcript() -> None:
     assert play(5) == play(5)
 
 
+def test_envs_of_a_process_share_the_translation_and_play_the_stock_transcript(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A second env resetting into a game the first one played translates nothing (the
+    underlying ``pddl2sas`` is not called again) and plays it as the first did, which is
+    also what the stock engine plays."""
+    import fast_downward
+
+    from agentgym_eppo.environments.alfworld import engine
+
+    translated: list[str] = []
+    stock_pddl2sas = engine._STOCK_PDDL2SAS
+
+    def counting_pddl2sas(*args: Any, **kwargs: Any) -> Any:
+        translated.append(args[1])
+        return stock_pddl2sas(*args, **kwargs)
+
+    monkeypatch.setattr(fast_downward, "pddl2sas", fast_downward.pddl2sas)  # put back after
+    monkeypatch.setattr(engine, "_STOCK_PDDL2SAS", counting_pddl2sas)
+    size = 5  # no other test uses this size, and the set starts empty
+    engine.shared_caches(size).clear()
+
+    def episode(env: ALFWorldEnv) -> list[str]:
+        observation, _ = env.reset(seed=7, options={"index": 2})
+        seen = [observation]
+        for _ in range(4):
+            observation, _, terminated, truncated, _ = env.step(env.expert_action())
+            seen.append(observation)
+            if terminated or truncated:
+                break
+        return seen
+
+    first = ALFWorldEnv(split="dev", max_cached_games=size)
+    second = ALFWorldEnv(split="dev", max_cached_games=size)
+    stock = ALFWorldEnv(split="dev", memoize=False)
+    try:
+        transcript = episode(first)
+        assert len(translated) == 1  # the plain translation; the optimised one is skipped
+        assert episode(second) == transcript
+        assert len(translated) == 1
+        assert second._engine.caches is first._engine.caches
+        assert episode(stock) == transcript
+        assert len(translated) == 1 + 4  # stock: plain and optimised, on load and on reset
+    finally:
+        for env in (first, second, stock):
+            env.close()
+
+
 def test_gym_make_and_check_env_pass() -> None:
     env = gym.make("AgentBench-ALFWorld-v0", split="dev")
-    assert env.unwrapped.num_tasks == 60
+    assert isinstance(env.unwrapped, ALFWorldEnv) and env.unwrapped.num_tasks == 60
     check_env(env.unwrapped, skip_render_check=True)
     env.close()
 

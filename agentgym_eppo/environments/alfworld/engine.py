@@ -21,6 +21,16 @@ caller its ``sys.argv`` back, memoized or not.
 
 The engine is not thread-safe across instances: the patch is process-wide while a call
 runs, so calls are serialised by one lock.
+
+Engines may share one :class:`EngineCaches`; :func:`shared_caches` hands out the
+process's one set per size, which every ``ALFWorldEnv`` of a process uses, so a game
+is translated and parsed once per process however many envs play it (two slots of a
+GRPO group, or a second evaluation of the same games), not once per env. Sharing is
+safe because nothing TextWorld receives from the caches is mutated (see
+:class:`EngineCaches`) and the tables are read and written only under the engine's
+lock. A forked worker (``start_method="fork"``) inherits a copy of the parent's caches;
+its entries are pure functions of their keys, so the copy is as valid as the original
+and the two then evolve separately.
 """
 
 from __future__ import annotations
@@ -58,6 +68,7 @@ __all__ = [
     "GameState",
     "alfred_domain",
     "alfred_grammar",
+    "shared_caches",
 ]
 
 
@@ -163,10 +174,26 @@ _STOCK_LOAD_LIB = fast_downward.load_lib
 _IDLE_LIBRARIES: list[Any] = []
 """Fast Downward library copies of closed engines, each reused by one new engine."""
 _IDLE_LIBRARIES_LOCK = threading.Lock()
+_SHARED_CACHES: dict[tuple[int, bool], EngineCaches] = {}
 _STOCK_PARSE_TEMPLATE = pddl_textgen._parse_and_convert
 _STOCK_PARSE_LOGIC = pddl_logic._parse_and_convert
 _STOCK_PARSE_QUERY = Rule.parse_conjunctive_query.__func__
 _STOCK_COPY_CONTEXT = pddl_textgen.copy_context
+
+
+def shared_caches(max_games: int = 64, *, replanning: bool = False) -> EngineCaches:
+    """The process's one :class:`EngineCaches` of this size, created on first use.
+
+    Every caller asking for the same ``(max_games, replanning)`` gets the same object,
+    so memory is bounded per size (``max_games`` games, least recently used evicted),
+    not per engine. ``shared_caches(n).clear()`` empties it for everyone.
+    """
+    key = (max_games, replanning)
+    with _PATCH_LOCK:
+        caches = _SHARED_CACHES.get(key)
+        if caches is None:
+            caches = _SHARED_CACHES[key] = EngineCaches(max_games, replanning=replanning)
+        return caches
 
 
 def _shallow_copy_context(context: Mapping[str, Any]) -> dict[str, Any]:
@@ -270,7 +297,9 @@ class ALFWorldEngine:
     """Plays ALFWorld games (``game.tw-pddl`` contents) on TextWorld's PDDL engine.
 
     ``memoize=False`` runs the stock engine (still returning ``sys.argv``), which the
-    transcript-equality test and the benchmark compare against.
+    transcript-equality test and the benchmark compare against. Without ``caches`` a
+    memoizing engine gets a private :class:`EngineCaches`; pass :func:`shared_caches`
+    to share the process's.
     """
 
     def __init__(self, *, memoize: bool = True, caches: EngineCaches | None = None) -> None:

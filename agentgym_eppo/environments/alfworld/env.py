@@ -8,6 +8,10 @@ won when the game says so (reward 1); the third identical action in a row ends i
 action would not count either: it is not played); the turn limit (20, AgentBench's
 function-calling setting; v0.2 used 35) truncates it.
 
+The envs of one process share the engine's memo tables (:func:`.engine.shared_caches`):
+a game is translated and parsed once per process, however many envs (vector slots, a
+second evaluation) reset into it.
+
 Example::
 
     import gymnasium as gym
@@ -30,7 +34,7 @@ from ...core.function_calls import FunctionCall
 from ...core.tasks import TaskSet
 from ...core.tools import string_tool
 from .actions import normalize_action, snap_action
-from .engine import ALFWorldEngine, EngineCaches, GameState
+from .engine import ALFWorldEngine, GameState, shared_caches
 from .expert import HandCodedExpert
 from .tasks import ALFWorldRecord, load_task_set
 
@@ -72,6 +76,10 @@ class ALFWorldEnv(AgentBenchEnv[ALFWorldRecord]):
     ``data_dir`` (else ``$ALFWORLD_DATA``) points at the ALFWorld data when ``tasks`` is an
     AgentBench task list or when the full set should replace the shipped games.
     ``memoize=False`` runs the stock engine (same transcripts, several times slower).
+    The memoized engines of all envs in a process share one set of caches per
+    ``max_cached_games`` (:func:`.engine.shared_caches`), holding that many games in all:
+    a game another env of the process has played resets without being translated and
+    parsed again.
     """
 
     task_id = "alfworld"
@@ -98,7 +106,7 @@ class ALFWorldEnv(AgentBenchEnv[ALFWorldRecord]):
         super().__init__(tasks, split, output_limit=output_limit, **kwargs)  # type: ignore[arg-type]
         self._data_dir = data_dir
         self._engine = ALFWorldEngine(
-            memoize=memoize, caches=EngineCaches(max_cached_games) if memoize else None
+            memoize=memoize, caches=shared_caches(max_cached_games) if memoize else None
         )
         self._game_record: ALFWorldRecord | None = None
         self._state: GameState | None = None
