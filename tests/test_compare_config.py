@@ -131,6 +131,43 @@ def test_a_missing_required_key_or_file_is_named(tmp_path: Path) -> None:
         load_compare_config(tmp_path / "nope.yaml")
 
 
+def test_a_variant_extends_a_comparison_naming_only_what_it_changes(tmp_path: Path) -> None:
+    parent = write_config(
+        tmp_path / "parent.yaml",
+        overrides={"rl.steps": 20, "rl.ppo_epochs": 8},
+        headline=["eppo"],
+        confirm_split="test",
+    )
+    child = tmp_path / "variants" / "child.yaml"
+    child.parent.mkdir()
+    child.write_text(
+        yaml.safe_dump(
+            {
+                "extends": "../parent.yaml",
+                "output_dir": str(tmp_path / "out-five"),
+                "seeds": [3],
+                "overrides": {"rl.ppo_epochs": 4, "eval.tasks": ["os", "alfworld"]},
+            }
+        )
+    )
+    config = load_compare_config(child)
+    parent_config = load_compare_config(parent)
+    assert config.methods == parent_config.methods
+    assert config.headline == ("eppo",) and config.confirm_split == "test"
+    assert config.seeds == (3,) and config.output_dir == tmp_path / "out-five"
+    assert config.overrides == {
+        "rl.steps": 20,
+        "rl.ppo_epochs": 4,
+        "eval.tasks": ["os", "alfworld"],
+    }
+    (tmp_path / "parent.yaml").write_text(yaml.safe_dump({"extends": "variants/child.yaml"}))
+    with pytest.raises(ValueError, match=r"'extends' makes a cycle"):
+        load_compare_config(child)
+    child.write_text(yaml.safe_dump({"extends": "../missing.yaml"}))
+    with pytest.raises(FileNotFoundError, match=r"missing\.yaml does not exist"):
+        load_compare_config(child)
+
+
 def test_overrides_become_the_trainers_key_value_arguments() -> None:
     assert _as_override_args(
         {"clip.policy": "eppo", "rl.steps": 2, "clip.eppo.taskwise": False, "lr": 1e-05}

@@ -96,7 +96,9 @@ class CompareConfig:
     (the methods whose runs go first: the pair the comparison is mainly about);
     ``results_dir`` (where finished runs' small files and the report go; default
     ``output_dir``); ``confirm_split`` (a split, e.g. ``test``, on which each headline
-    run's final checkpoint is evaluated once with the same protocol, after training).
+    run's final checkpoint is evaluated once with the same protocol, after training);
+    ``extends`` (another comparison config, relative to this file, whose keys this one
+    replaces, ``overrides`` key by key: a variant names only what it changes).
     """
 
     output_dir: Path
@@ -153,20 +155,14 @@ _KEYS = {
     "headline",
     "results_dir",
     "confirm_split",
+    "extends",
 }
 
 
 def load_compare_config(path: str | Path) -> CompareConfig:
     """Parse and check a comparison config; errors name the key and what is expected."""
     source = Path(path)
-    if not source.is_file():
-        raise FileNotFoundError(f"comparison config {source} does not exist")
-    raw = yaml.safe_load(source.read_text(encoding="utf-8"))
-    if not isinstance(raw, dict):
-        raise ValueError(f"{source}: expected a mapping of {sorted(_KEYS)}")
-    unknown = set(raw) - _KEYS
-    if unknown:
-        raise ValueError(f"{source}: unknown key(s) {sorted(unknown)}; expected {sorted(_KEYS)}")
+    raw = _read_extended(source, ())
     for key in ("output_dir", "base_config", "seeds", "methods"):
         if key not in raw:
             raise ValueError(f"{source}: missing required key {key!r}")
@@ -220,6 +216,29 @@ def load_compare_config(path: str | Path) -> CompareConfig:
         results_dir=Path(raw["results_dir"]) if raw.get("results_dir") else None,
         confirm_split=_check_confirm_split(source, raw.get("confirm_split"), headline),
     )
+
+
+def _read_extended(source: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    """``source``'s keys over those of the config it ``extends`` (``overrides`` merged key
+    by key), followed to the root; a config that extends itself, directly or not, is refused."""
+    if not source.is_file():
+        raise FileNotFoundError(f"comparison config {source} does not exist")
+    raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise ValueError(f"{source}: expected a mapping of {sorted(_KEYS)}")
+    unknown = set(raw) - _KEYS
+    if unknown:
+        raise ValueError(f"{source}: unknown key(s) {sorted(unknown)}; expected {sorted(_KEYS)}")
+    parent_name = raw.pop("extends", None)
+    if parent_name is None:
+        return raw
+    parent = (source.parent / str(parent_name)).resolve()
+    if parent in chain or parent == source.resolve():
+        raise ValueError(f"{source}: 'extends' makes a cycle through {parent}")
+    merged = _read_extended(parent, (*chain, source.resolve()))
+    _check_overrides(source, "overrides", raw.get("overrides"))
+    overrides = {**(merged.get("overrides") or {}), **(raw.get("overrides") or {})}
+    return {**merged, **raw, "overrides": overrides}
 
 
 def _check_confirm_split(source: Path, split: Any, headline: Sequence[str]) -> str | None:
