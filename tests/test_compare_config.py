@@ -73,6 +73,20 @@ def test_the_shipped_cpu_comparison_plans_the_papers_methods_headline_pair_first
 REPO_RELATIVE_RESULTS = Path("benchmarks/results/compare-cpu/grid")
 
 
+def test_the_shipped_five_task_grid_is_the_three_task_one_with_alfworld_and_webshop() -> None:
+    three = load_compare_config(REPO / "configs" / "compare-cpu.yaml")
+    five = load_compare_config(REPO / "configs" / "compare-cpu-five.yaml")
+    assert five.methods == three.methods and five.headline == three.headline
+    assert planned_runs(five) == planned_runs(three)
+    assert five.confirm_split == "test"
+    assert five.report_dir == Path("benchmarks/results/compare-cpu-five/grid") != three.report_dir
+    assert five.output_dir != three.output_dir
+    assert five.overrides["tasks"] == {"os": 16, "db": 16, "kg": 16, "alfworld": 4, "webshop": 4}
+    assert five.overrides["eval.tasks"] == ["os", "db", "kg", "alfworld", "webshop"]
+    assert five.overrides["rl.skip_zero_advantage"] is True  # the pilot's stated departure
+    assert five.overrides["rl.ppo_epochs"] == three.overrides["rl.ppo_epochs"] == 8
+
+
 def test_methods_can_have_their_own_seeds_and_the_headline_runs_first(tmp_path: Path) -> None:
     config = load_compare_config(
         write_config(
