@@ -116,6 +116,7 @@ def fsdp_step(path: str, out: str, episodes_count: int = 64, length: int = 2048)
     from agentgym_eppo.trainer.algorithms.clip_policies import FixedClip
     from agentgym_eppo.trainer.distributed.fsdp import (
         FSDPPolicyUpdater,
+        exit_distributed,
         init_distributed,
         shard_model,
         shard_reference,
@@ -161,7 +162,7 @@ def fsdp_step(path: str, out: str, episodes_count: int = 64, length: int = 2048)
             "fsdp_loss": result.loss,
             "fsdp_peak_gb": torch.cuda.max_memory_allocated() / 1e9 if torch.cuda.is_available() else 0.0,
         }))  # fmt: skip
-    torch.distributed.destroy_process_group()
+    exit_distributed()
 
 
 def main() -> None:

@@ -71,3 +71,18 @@ def test_rank_share_balances_tokens_and_covers_every_episode_once():
     assert shares == [[0], [1, 2, 5], [3, 4, 6]]
     assert [sum(lengths[i] for i in share) for share in shares] == [100, 100, 95]
     assert rank_share([7, 7], 1, 4) == [1] and rank_share([7, 7], 3, 4) == []
+
+
+def test_exit_distributed_exits_with_its_code_and_skips_the_teardown():
+    script = (
+        "import atexit\n"
+        "from agentgym_eppo.trainer.distributed.fsdp import exit_distributed\n"
+        "atexit.register(lambda: print('teardown ran'))\n"
+        "print('written', flush=True)\n"
+        "exit_distributed(3)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "written\n"

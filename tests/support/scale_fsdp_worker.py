@@ -76,18 +76,18 @@ def main(out: str, mode: str) -> None:
         return
     import torch.distributed as dist
 
-    from agentgym_eppo.trainer.distributed.fsdp import FSDPPolicyUpdater, full_state_dict
+    from agentgym_eppo.trainer.distributed.fsdp import (
+        FSDPPolicyUpdater,
+        exit_distributed,
+        full_state_dict,
+    )
 
     assert isinstance(updater, FSDPPolicyUpdater)
     state = full_state_dict(updater.scorer)
     updated = {name: state[f"model.{name}"] for name in initial}
     if dist.get_rank() == 0:
         _save(out, result, initial, updated)
-    # Every rank leaves together: a rank that tore its gloo group down while the other
-    # was still writing aborted now and then on a loaded machine ("terminate called
-    # without an active exception").
-    dist.barrier()
-    dist.destroy_process_group()
+    exit_distributed()
 
 
 def _save(out: str, result, initial: dict, updated: dict) -> None:

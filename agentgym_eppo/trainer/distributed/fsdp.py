@@ -16,14 +16,17 @@ sharded over ranks with ``torch.distributed.fsdp.fully_shard``.
   are computed over all ranks, so every rank's clip policy takes the same step.
 
 Launch with ``torchrun --nproc_per_node N`` (or Ray trainer ranks,
-:mod:`.ray_trainer`); :func:`init_distributed` reads the usual environment variables.
+:mod:`.ray_trainer`); :func:`init_distributed` reads the usual environment variables; :func:`exit_distributed`
+ends a rank.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -54,6 +57,23 @@ def init_distributed(backend: str | None = None) -> tuple[int, int]:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group(chosen)
     return dist.get_rank(), dist.get_world_size()
+
+
+def exit_distributed(code: int = 0) -> NoReturn:
+    """End a torchrun rank: every rank leaves the process group together, then the
+    process exits at once with ``code``, skipping the interpreter's teardown.
+
+    Call it last, after every file is written. Torch's gloo process group, still held by
+    the sharded modules when Python tears down, now and then aborts a rank at exit
+    ("terminate called without an active exception", about 1 run in 25 on a loaded
+    2-core machine), and torchrun then reports the whole job as failed.
+    """
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 class Scorer(nn.Module):
