@@ -179,8 +179,12 @@ def test_a_named_start_is_evaluated_once_and_the_report_rebuilds_from_the_export
         "confirm-test",
         "diagnostics.md",
         "eval_after_rl.json",
+        "machine.jsonl",
         "metrics.jsonl",
     ]
+    assert json.loads((exported / "machine.jsonl").read_text())["kernels"] == (
+        torch.backends.cpu.get_cpu_capability()
+    )
     confirmed = json.loads((exported / "confirm-test" / "eval_before_sft.json").read_text())
     assert confirmed["split"] == "test"
     evaluated = yaml.safe_load((exported / "confirm-test" / "config.yaml").read_text())

@@ -377,6 +377,9 @@ def test_a_run_killed_after_a_step_resumes_to_the_same_next_step(tmp_path, sampl
 
     assert [r["step"] for r in records(resumed)] == [1, 2]
     assert records(resumed) == records(straight)
+    starts = [json.loads(line) for line in (resumed / "machine.jsonl").read_text().splitlines()]
+    assert [start["resumed_after_step"] for start in starts] == [None, 1]
+    assert {start["kernels"] for start in starts} == {torch.backends.cpu.get_cpu_capability()}
     for stage in ("before_sft", "after_sft", "after_rl"):
         result = json.loads((straight / f"eval_{stage}.json").read_text())
         assert result["split"] == "dev" and set(result["tasks"]) == {"echo", "lookup"}

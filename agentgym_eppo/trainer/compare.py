@@ -77,7 +77,7 @@ LOCK = "compare.lock"
 CONFIRM_LOCK = "confirm.lock"
 START = "start"
 """The folder (in ``output_dir`` and ``results_dir``) of the named start's evaluation."""
-EXPORTED = ("config.yaml", "metrics.jsonl", "diagnostics.md", "eval_*.json")
+EXPORTED = ("config.yaml", "machine.jsonl", "metrics.jsonl", "diagnostics.md", "eval_*.json")
 """What :func:`export_run` copies from a finished run to ``results_dir``."""
 _METHOD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

@@ -1,9 +1,13 @@
-"""Where the policy runs and in which precision: device choice, bf16 detection, autocast."""
+"""Where the policy runs and in which precision: device choice, bf16 detection, autocast,
+and the description of the machine a run records."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import platform
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -43,3 +47,38 @@ def autocast_context(enabled: bool) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.autocast(device_type=device, dtype=torch.bfloat16)
+
+
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+"""The instruction-set flags that decide the CPU kernels' speed (and bf16's: native with
+avx512_bf16 or AMX, emulated without)."""
+
+
+def describe_machine() -> dict[str, Any]:
+    """What a run records about the machine it ran on (``machine.jsonl``).
+
+    ``kernels`` is the instruction set torch's CPU kernels use, which
+    ``ATEN_CPU_CAPABILITY`` can hold below what the CPU has.
+
+    >>> sorted(describe_machine())
+    ['cores', 'cpu', 'cpu_flags', 'gpu', 'kernels', 'threads', 'torch']
+    """
+    cpu, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                cpu = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "cpu_flags": [flag for flag in CPU_FLAGS if flag in flags],
+        "kernels": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "torch": torch.__version__,
+    }

@@ -30,9 +30,9 @@ from transformers import PreTrainedModel
 from transformers.utils import logging as transformers_logging
 
 from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy, make_clip_policy
-from agentgym_eppo.trainer.analysis.run_dir import MetricsWriter, write_eval
+from agentgym_eppo.trainer.analysis.run_dir import MetricsWriter, record_machine, write_eval
 from agentgym_eppo.trainer.analysis.summary import print_summary
-from agentgym_eppo.trainer.devices import resolve_bf16, resolve_device
+from agentgym_eppo.trainer.devices import describe_machine, resolve_bf16, resolve_device
 from agentgym_eppo.trainer.distributed.config import ScaleConfig
 from agentgym_eppo.trainer.distributed.launch import (
     close_engine,
@@ -422,6 +422,7 @@ def run_training(
     resume = latest_checkpoint(run_dir / "checkpoints") if config.resume else None
     if resume is not None:
         trainer.log(f"resuming after RL step {resume.state['step']} from {resume.directory}")
+    record_machine(run_dir, describe_machine(), resume.state["step"] if resume else None)
     plan = plan_run(config, resume)
     experts = trainer.record_experts() if plan.record_experts else []
     if plan.policy_from is not None:

@@ -5,7 +5,9 @@
   :class:`MetricsWriter` appends it, :func:`read_metrics` reads it back),
   ``{"step": t, "global": {...}, "tasks": {"<task_id>": {"entropy": .., "clip_eps": .., ...}}}``;
 - ``RUN_DIR/eval_<stage>.json`` (:func:`write_eval`, :func:`read_evals`):
-  ``{"stage", "split", "tasks": {"<task_id>": {"success", ...}}, "mean_success"}``.
+  ``{"stage", "split", "tasks": {"<task_id>": {"success", ...}}, "mean_success"}``;
+- ``RUN_DIR/machine.jsonl`` (:func:`record_machine`): one line per start of the run (a
+  resume adds one), the machine it ran on.
 
 Every field is described in ``docs/trainer.md`` ("The run directory"). The readers turn
 the files into aligned numpy series and plain dicts; a step where a task has no entry (no
@@ -18,6 +20,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from numpy.typing import NDArray
 from agentgym_eppo.trainer.config import EVAL_STAGES
 
 METRICS_FILE = "metrics.jsonl"
+MACHINE_FILE = "machine.jsonl"
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,23 @@ def write_eval(run_dir: str | Path, result: Mapping[str, Any]) -> Path:
     """Write one evaluation's JSON (see the module docstring) as ``eval_<stage>.json``."""
     path = eval_path(run_dir, str(result["stage"]))
     path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def record_machine(
+    run_dir: str | Path, machine: Mapping[str, Any], resumed_after: int | None = None
+) -> Path:
+    """Append one start of the run to ``machine.jsonl``: when (UTC), the RL step it
+    resumed after (``None`` for a fresh start) and ``machine``
+    (:func:`~agentgym_eppo.trainer.devices.describe_machine`)."""
+    path = Path(run_dir) / MACHINE_FILE
+    line = {
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "resumed_after_step": resumed_after,
+        **machine,
+    }
+    with path.open("a", encoding="utf-8") as file:
+        file.write(json.dumps(line, sort_keys=True) + "\n")
     return path
 
 
