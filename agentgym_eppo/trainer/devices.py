@@ -29,16 +29,16 @@ def check_bf16(setting: object) -> None:
 
 
 def resolve_bf16(setting: bool | str) -> bool:
-    """``auto``: on a GPU, or on a CPU with native bf16 (avx512_bf16 / AMX)."""
+    """``auto``: on a GPU, or on a CPU with native bf16 (avx512_bf16 / AMX) whose kernels
+    torch runs at AVX-512. With the kernels held to AVX2 (``ATEN_CPU_CAPABILITY=avx2``),
+    bf16 is emulated and several times slower than fp32, so ``auto`` gives fp32 there."""
     if isinstance(setting, bool):
         return setting
     if torch.cuda.is_available():
         return True
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    machine = describe_machine()
+    native = {"avx512_bf16", "amx_bf16"} & set(machine["cpu_flags"])
+    return bool(native) and machine["kernels"] == "AVX512"
 
 
 def autocast_context(enabled: bool) -> contextlib.AbstractContextManager[None]:
