@@ -16,30 +16,23 @@ from agentgym_eppo.trainer.devices import describe_machine, resolve_bf16  # noqa
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="bf16 auto is on for GPUs")
 
 
-def _in_a_process_with_kernels_held_to_avx2(code: str) -> object:
-    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2"}
+@pytest.mark.skipif("avx2" not in describe_machine()["cpu_flags"], reason="the CPU has no AVX2")
+def test_kernels_held_to_avx2_are_recorded_and_turn_bf16_auto_off():
+    code = (
+        "import json; from agentgym_eppo.trainer.devices import describe_machine, resolve_bf16; "
+        "print(json.dumps([describe_machine(), resolve_bf16('auto')]))"
+    )
     done = subprocess.run(
-        [sys.executable, "-c", f"import json; {code}"],
-        env=env,
+        [sys.executable, "-c", code],
+        env={**os.environ, "ATEN_CPU_CAPABILITY": "avx2"},
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     )
-    return json.loads(done.stdout)
-
-
-@pytest.mark.skipif("avx2" not in describe_machine()["cpu_flags"], reason="the CPU has no AVX2")
-def test_kernels_held_to_avx2_are_recorded_and_turn_bf16_auto_off():
-    machine = _in_a_process_with_kernels_held_to_avx2(
-        "from agentgym_eppo.trainer.devices import describe_machine as d; print(json.dumps(d()))"
-    )
+    machine, bf16 = json.loads(done.stdout)
     assert machine["kernels"] == "AVX2"
     assert machine["cpu_flags"] == describe_machine()["cpu_flags"]  # the CPU is the same
-    bf16 = _in_a_process_with_kernels_held_to_avx2(
-        "from agentgym_eppo.trainer.devices import resolve_bf16; "
-        "print(json.dumps(resolve_bf16('auto')))"
-    )
     assert bf16 is False
 
 
