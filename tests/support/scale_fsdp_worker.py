@@ -78,8 +78,8 @@ def main(out: str, mode: str) -> None:
 
     from agentgym_eppo.trainer.distributed.fsdp import (
         FSDPPolicyUpdater,
-        exit_distributed,
         full_state_dict,
+        leave_distributed,
     )
 
     assert isinstance(updater, FSDPPolicyUpdater)
@@ -87,7 +87,7 @@ def main(out: str, mode: str) -> None:
     updated = {name: state[f"model.{name}"] for name in initial}
     if dist.get_rank() == 0:
         _save(out, result, initial, updated)
-    exit_distributed()
+    leave_distributed()  # a Ray rank (tests/test_scale_ray.py) returns here
 
 
 def _save(out: str, result, initial: dict, updated: dict) -> None:
@@ -108,4 +108,7 @@ def _save(out: str, result, initial: dict, updated: dict) -> None:
 
 
 if __name__ == "__main__":
+    from agentgym_eppo.trainer.distributed.fsdp import exit_distributed
+
     main(sys.argv[1], sys.argv[2])
+    exit_distributed()  # a torchrun rank: no interpreter teardown (see its docstring)

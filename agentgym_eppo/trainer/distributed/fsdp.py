@@ -59,18 +59,25 @@ def init_distributed(backend: str | None = None) -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
-def exit_distributed(code: int = 0) -> NoReturn:
-    """End a torchrun rank: every rank leaves the process group together, then the
-    process exits at once with ``code``, skipping the interpreter's teardown.
-
-    Call it last, after every file is written. Torch's gloo process group, still held by
-    the sharded modules when Python tears down, now and then aborts a rank at exit
-    ("terminate called without an active exception", about 1 run in 25 on a loaded
-    2-core machine), and torchrun then reports the whole job as failed.
-    """
+def leave_distributed() -> None:
+    """Every rank leaves the process group together (a barrier, then its destruction);
+    nothing when there is none. A Ray trainer rank, whose process Ray keeps, ends here."""
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+
+
+def exit_distributed(code: int = 0) -> NoReturn:
+    """End a torchrun rank: :func:`leave_distributed`, then exit the process at once with
+    ``code``, skipping the interpreter's teardown.
+
+    Call it last, after every file is written; never in a process someone else owns (a
+    Ray actor). Torch's gloo process group, still held by the sharded modules when Python
+    tears down, now and then aborts a rank at exit ("terminate called without an active
+    exception", about 1 run in 25 on a loaded 2-core machine), and torchrun then reports
+    the whole job as failed.
+    """
+    leave_distributed()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
