@@ -61,7 +61,7 @@ import torch
 from agentgym_eppo.adapters.trl import build_multitask_dataset, trl_environment_factories
 from agentgym_eppo.trainer.algorithms.clip_policies import make_clip_policy
 from agentgym_eppo.trainer.config import TrainConfig, load_config
-from agentgym_eppo.trainer.devices import resolve_bf16
+from agentgym_eppo.trainer.devices import CPU_FLAGS, describe_machine, resolve_bf16
 from agentgym_eppo.trainer.distributed.config import ScaleConfig
 from agentgym_eppo.trainer.distributed.launch import make_rollout_engine, make_vector_env
 from agentgym_eppo.trainer.rl_step import StepSettings, TaskPacing, rl_step, update_settings
@@ -70,7 +70,7 @@ from agentgym_eppo.trainer.run import env_kwargs_for
 from agentgym_eppo.trainer.training.models import load_policy
 from agentgym_eppo.trainer.training.update import PolicyUpdater
 from agentgym_eppo.wrappers.session import EpisodeSession
-from benchmarks.machine import cpu_model, matmul_peak
+from benchmarks.machine import matmul_peak
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -78,7 +78,6 @@ NAME = "agent_step"
 CONFIG = ROOT / "configs" / "demo-cpu.yaml"
 OVERRIDES = ("rl.mini_batches=1", "rl.ppo_epochs=1", "bf16=false", "progress=false")
 """One optimizer step per RL step (TRL's default: one generation batch, one step), fp32."""
-CPU_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 DROP_TOOLS = "{%- set tools = none %}"
 
 
@@ -411,17 +410,14 @@ def summarize(side: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    """CPU model, its vector flags, cores, torch threads."""
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        flags = set()
+    """CPU model, its vector flags, cores, torch version (as a training run records them)."""
+    described = describe_machine()
     return {
-        "cpu": cpu_model(),
-        "flags": [flag for flag in CPU_FLAGS if flag in flags],
-        "cores": os.cpu_count(),
+        "cpu": described["cpu"],
+        "flags": described["cpu_flags"],
+        "cores": described["cores"],
         "native_bf16": resolve_bf16("auto"),
-        "torch": torch.__version__,
+        "torch": described["torch"],
     }
 
 

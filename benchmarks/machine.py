@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import platform
 import time
-from pathlib import Path
 
 import torch
 
+from agentgym_eppo.trainer.devices import describe_machine
+
 
 def cpu_model() -> str:
-    """The CPU's model name from ``/proc/cpuinfo``, else what ``platform`` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    """The CPU's model name from ``/proc/cpuinfo``, else what ``platform`` knows (what a
+    training run records, :func:`~agentgym_eppo.trainer.devices.describe_machine`)."""
+    return str(describe_machine()["cpu"])
 
 
 def best_matmul_seconds(a: torch.Tensor, b: torch.Tensor, repeats: int = 5) -> float:

@@ -32,19 +32,19 @@ from typing import Any
 import torch
 
 from agentgym_eppo.trainer.config import load_config
+from agentgym_eppo.trainer.devices import describe_machine
 from agentgym_eppo.trainer.training.models import load_policy
 
 from .base_model import PROTOCOL, evaluate
-from .machine import cpu_model
 
 MODEL = "smollm2-135m-instruct"
 
 
 def machine() -> dict[str, Any]:
-    flags = Path("/proc/cpuinfo").read_text().split()
+    described = describe_machine()
     return {
-        "cpu": cpu_model(),
-        "flags": sorted({f for f in flags if f in ("avx512f", "avx512_bf16", "amx_bf16")}),
+        "cpu": described["cpu"],
+        "flags": sorted(set(described["cpu_flags"]) & {"avx512f", "avx512_bf16", "amx_bf16"}),
         "threads": torch.get_num_threads(),
         "load_average": os.getloadavg(),
     }

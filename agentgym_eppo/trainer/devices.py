@@ -49,7 +49,7 @@ def autocast_context(enabled: bool) -> contextlib.AbstractContextManager[None]:
     return torch.autocast(device_type=device, dtype=torch.bfloat16)
 
 
-CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+CPU_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 """The instruction-set flags that decide the CPU kernels' speed (and bf16's: native with
 avx512_bf16 or AMX, emulated without)."""
 

@@ -16,8 +16,8 @@ sharded over ranks with ``torch.distributed.fsdp.fully_shard``.
   are computed over all ranks, so every rank's clip policy takes the same step.
 
 Launch with ``torchrun --nproc_per_node N`` (or Ray trainer ranks,
-:mod:`.ray_trainer`); :func:`init_distributed` reads the usual environment variables; :func:`exit_distributed`
-ends a rank.
+:mod:`.ray_trainer`); :func:`init_distributed` reads the usual environment variables,
+:func:`exit_distributed` ends a torchrun rank and :func:`leave_distributed` a Ray one.
 """
 
 from __future__ import annotations
