@@ -51,17 +51,28 @@ def test_the_whole_check_runs_on_cpu_with_the_hf_engine(tmp_path: Path) -> None:
         assert float(report[key]) > 0
 
 
-def test_a_cpu_trial_never_writes_the_gpu_result() -> None:
-    without_flag = _run()
-    assert without_flag.returncode != 0 and "--allow-cpu" in without_flag.stderr
-    without_out = _run("--allow-cpu")
-    assert without_out.returncode != 0 and "give --out" in without_out.stderr
-
-
-def test_auto_takes_the_hf_engine_where_sglang_is_missing() -> None:
+def _module():
     spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"), [([], "--allow-cpu"), (["--allow-cpu"], "give --out")]
+)
+def test_a_cpu_trial_never_writes_the_gpu_result(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str
+) -> None:
+    module = _module()
+    monkeypatch.setattr(module.torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(sys, "argv", ["gpu_check.py", *argv])
+    with pytest.raises(SystemExit, match=message):
+        module.main()
+
+
+def test_auto_takes_the_hf_engine_where_sglang_is_missing() -> None:
+    module = _module()
     expected = "sglang" if importlib.util.find_spec("sglang") else "hf"
     assert module.chosen_engine("auto") == expected
     assert module.chosen_engine("sglang") == "sglang"
