@@ -75,6 +75,10 @@ SOURCE = re.compile(
             r"^tasks: unknown task 'alfwrld' \(did you mean 'alfworld'\?\)",
         ),
         (
+            lambda: TrainConfig(device="gpu"),
+            r"^device must be auto or a torch device \(cpu, cuda, cuda:1\), got 'gpu'$",
+        ),
+        (
             lambda: TrainConfig(tasks={"db": 6}),
             r"^tasks.db = 6 slots must be a positive multiple of rollout.group_size \(8\)$",
         ),

@@ -83,6 +83,7 @@ def test_pretrain_cli_writes_a_model_any_hf_tool_loads(tmp_path: Path) -> None:
     summary = json.loads((model_dir / "pretrain.json").read_text())
     assert summary["episodes"] == {"os": 6, "db": 8, "kg": 8, "webshop": 4, "alfworld": 2}
     assert summary["steps"] == 6 and summary["prompt"] == "compact"
+    assert summary["device"] == ("cuda" if torch.cuda.is_available() else "cpu")  # auto
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]
     assert records[-1]["loss"] < records[0]["loss"]
@@ -205,6 +206,7 @@ def test_the_step_plan_covers_every_episode_each_epoch_in_a_seeded_order() -> No
         ("train.micro_batch_tokens=1024", "train.max_length <= train.micro_batch_tokens"),
         ("prompt=short", "prompt must be one of"),
         ("bf16=maybe", "bf16 must be auto, true or false"),
+        ("device=gpu", "device must be auto or a torch device"),
         ("train.bogus=1", "unknown config key train.bogus"),
     ],
 )

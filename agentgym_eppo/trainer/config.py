@@ -39,7 +39,7 @@ from agentgym_eppo.trainer.algorithms.clip_policies import (
     make_clip_policy,
     make_pacer,
 )
-from agentgym_eppo.trainer.devices import check_bf16
+from agentgym_eppo.trainer.devices import check_bf16, check_device
 from agentgym_eppo.trainer.distributed.config import EngineConfig, RayConfig, ScaleConfig
 from agentgym_eppo.trainer.rollout.chat import PROMPT_STYLES
 from agentgym_eppo.vector.workers import BACKENDS
@@ -526,6 +526,7 @@ class TrainConfig:
             section.check()
         ScaleConfig(self.ray, self.engine).validate()
         check_bf16(self.bf16)
+        check_device(self.device)
         if not self.tasks:
             raise ValueError("tasks must name at least one task")
         for task_id, slots in self.tasks.items():

@@ -19,6 +19,25 @@ def resolve_device(setting: str) -> torch.device:
     return torch.device(setting)
 
 
+def check_device(setting: object) -> None:
+    """Refuse a ``device`` config value that is neither ``auto`` nor a torch device name.
+
+    >>> check_device("cuda:1")
+    >>> check_device("gpu")
+    Traceback (most recent call last):
+    ...
+    ValueError: device must be auto or a torch device (cpu, cuda, cuda:1), got 'gpu'
+    """
+    if setting == "auto":
+        return
+    try:
+        torch.device(setting)  # type: ignore[call-overload]
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(
+            f"device must be auto or a torch device (cpu, cuda, cuda:1), got {setting!r}"
+        ) from error
+
+
 BF16_SETTINGS = ("auto", True, False)
 
 

@@ -15,7 +15,7 @@ from agentgym_eppo.registration import TASK_IDS
 
 from ...config import _build, read_config_values
 from ...config_fields import help_field as _help
-from ...devices import check_bf16
+from ...devices import check_bf16, check_device
 from ...rollout.chat import PROMPT_STYLES
 from .demonstrators import HASTY_ANSWERS
 
@@ -122,6 +122,11 @@ class PretrainConfig:
         "not used; none (default) builds a new tokenizer and model from the data.",
         None,
     )
+    device: str = _help(
+        "Where the model trains: auto (cuda when available) | cpu | cuda (the data is "
+        "always generated on CPU, by data.workers processes).",
+        "auto",
+    )
     bf16: bool | str = _help(
         "bf16 autocast for the matmuls, fp32 master weights: auto (a GPU, or a CPU with "
         "avx512_bf16/AMX) | true | false.",
@@ -156,6 +161,7 @@ class PretrainConfig:
         if self.prompt not in PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {PROMPT_STYLES}, got {self.prompt!r}")
         check_bf16(self.bf16)
+        check_device(self.device)
         t = self.train
         if t.micro_batch_tokens < t.max_length or t.batch_tokens < t.micro_batch_tokens:
             raise ValueError(

@@ -25,7 +25,7 @@ from transformers import PreTrainedModel
 
 from ...algorithms.defaults import MAX_GRAD_NORM
 from ...checkpoint import latest_checkpoint, policy_card, save_checkpoint
-from ...devices import autocast_context, resolve_bf16
+from ...devices import autocast_context, resolve_bf16, resolve_device
 from ...progress import live_bar, progress_bar
 from ...rollout.chat import Transcript
 from ..batching import build_micro_batch, plan_micro_batches
@@ -79,15 +79,18 @@ def step_loss(
     targets = sum(transcripts[i].generated_tokens for i in batch)
     total, padded = 0.0, 0
     weight = model.get_output_embeddings().weight
+    device = weight.device
     for group in plan_micro_batches([len(transcripts[i]) for i in batch], micro_batch_tokens):
         micro = build_micro_batch(transcripts, [batch[k] for k in group], pad_token_id)
         padded += micro.input_ids.numel()
         with autocast_context(bf16):
             hidden = model.get_decoder()(
-                input_ids=micro.input_ids, attention_mask=micro.attention_mask, use_cache=False
+                input_ids=micro.input_ids.to(device),
+                attention_mask=micro.attention_mask.to(device),
+                use_cache=False,
             ).last_hidden_state
-            logits = hidden[micro.rows, micro.positions] @ weight.t()
-        loss = F.cross_entropy(logits.float(), micro.targets, reduction="sum") / targets
+            logits = hidden[micro.rows.to(device), micro.positions.to(device)] @ weight.t()
+        loss = F.cross_entropy(logits.float(), micro.targets.to(device), reduction="sum") / targets
         loss.backward()
         total += float(loss.detach())
     return total, padded, targets
@@ -149,6 +152,8 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
         sample = [e for rows in by_task.values() for e in rows[: config.model.tokenizer_episodes]]
         tokenizer = build_tokenizer(list(corpus(sample)), vocab_size=config.model.vocab_size)
         model = build_tiny_model(tokenizer, seed=config.seed, **architecture(config.model))
+    device = resolve_device(config.device)
+    model = model.to(device)  # type: ignore[arg-type]
     t0 = time.perf_counter()
     transcripts = [expert_transcript(tokenizer, e, config.prompt) for e in episodes]
     kept = [k for k, t in enumerate(transcripts) if len(t) <= config.train.max_length]
@@ -182,7 +187,7 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
     params = sum(p.numel() for p in model.parameters())
     console.print(
         f"model: Qwen2, {params / 1e6:.2f}M parameters, vocabulary {len(tokenizer)}, "
-        f"{'bf16 autocast' if bf16 else 'fp32'}"
+        f"{'bf16 autocast' if bf16 else 'fp32'} on {device}"
     )
     card = policy_card(config.prompt)  # eval and RL read the prompt style from it
     metrics = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
@@ -272,6 +277,7 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
         "steps": t.steps,
         "prompt": config.prompt,
         "precision": "bf16 autocast" if bf16 else "fp32",
+        "device": str(device),
         "data_seconds": round(timings.get("data_s", 0.0), 1),
         "train_seconds": round(timings.get("train_s", 0.0), 1),
         "wall_seconds_this_sitting": round(time.perf_counter() - started, 1),
