@@ -148,9 +148,10 @@ def hf_part(path: Path, batch: int, new_tokens: int, vocab: int, report: dict) -
     copy of them (``HFGenerateEngine(bf16=True)``, the trainer's ``bf16: true``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from agentgym_eppo.trainer.devices import resolve_device
     from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = resolve_device("auto")
     tokenizer = AutoTokenizer.from_pretrained(path)
     started = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
