@@ -61,7 +61,12 @@ import torch
 from agentgym_eppo.adapters.trl import build_multitask_dataset, trl_environment_factories
 from agentgym_eppo.trainer.algorithms.clip_policies import make_clip_policy
 from agentgym_eppo.trainer.config import TrainConfig, load_config
-from agentgym_eppo.trainer.devices import CPU_FLAGS, describe_machine, resolve_bf16
+from agentgym_eppo.trainer.devices import (
+    CPU_FLAGS,
+    describe_machine,
+    resolve_bf16,
+    resolve_device,
+)
 from agentgym_eppo.trainer.distributed.config import ScaleConfig
 from agentgym_eppo.trainer.distributed.launch import make_rollout_engine, make_vector_env
 from agentgym_eppo.trainer.rl_step import StepSettings, TaskPacing, rl_step, update_settings
@@ -143,7 +148,7 @@ def measure_ours(task: str, size: Size) -> dict[str, Any]:
     """``size.timed + 1`` calls of :func:`rl_step`, its parts built as ``Trainer.reinforce``
     builds them."""
     config = train_config(task, size)
-    bf16 = resolve_bf16(config.bf16)
+    bf16 = resolve_bf16(config.bf16, resolve_device(config.device))
     model, tokenizer = load_policy(_model_path(config))
     ref_model = None
     if config.algorithm.kl_coef != 0:
@@ -260,7 +265,7 @@ def measure_trl(task: str, size: Size) -> dict[str, Any]:
 
     config = train_config(task, size)
     r = config.rollout
-    bf16 = resolve_bf16(config.bf16)
+    bf16 = resolve_bf16(config.bf16, resolve_device(config.device))
     model, tokenizer = load_policy(_model_path(config))
     _, ours_tokenizer = load_policy(_model_path(config))
     tokenizer = trl_tokenizer(tokenizer, r.prompt)
@@ -416,7 +421,7 @@ def machine() -> dict[str, Any]:
         "cpu": described["cpu"],
         "flags": described["cpu_flags"],
         "cores": described["cores"],
-        "native_bf16": resolve_bf16("auto"),
+        "native_bf16": resolve_bf16("auto", torch.device("cpu")),
         "torch": described["torch"],
     }
 
@@ -428,7 +433,7 @@ def settings_table(config: TrainConfig, size: Size, task: str) -> list[tuple[str
 
     r, a, rl = config.rollout, config.algorithm, config.rl
     turns = int(env_kwargs_for(config)[task]["max_turns"])
-    fp = "bf16 autocast" if resolve_bf16(config.bf16) else "fp32"
+    fp = "bf16 autocast" if resolve_bf16(config.bf16, resolve_device(config.device)) else "fp32"
     return [
         ("library", "agentgym-eppo `rl_step`", f"TRL {trl.__version__} `GRPOTrainer` "
          f"(transformers {transformers.__version__})"),

@@ -47,7 +47,7 @@ import torch
 
 from agentgym_eppo.trainer.algorithms.clip_policies import EPPOClip
 from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer
-from agentgym_eppo.trainer.devices import autocast_context, resolve_bf16
+from agentgym_eppo.trainer.devices import autocast_context, resolve_bf16, resolve_device
 from agentgym_eppo.trainer.rollout.chat import Transcript
 from agentgym_eppo.trainer.rollout.episodes import Episode
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
@@ -61,7 +61,7 @@ PRECISION = os.environ.get("BENCH_PRECISION", "auto")
 """``auto``: bf16 autocast on both sides where the CPU has native bf16 (TRL's
 ``GRPOConfig`` turns it on by default there), fp32 master weights; ``fp32``: fp32 on
 both sides, written to ``trainer-fp32.md``."""
-BF16 = PRECISION != "fp32" and resolve_bf16("auto")
+BF16 = PRECISION != "fp32" and resolve_bf16("auto", resolve_device("auto"))
 GROUP = 8
 LENGTHS = (64, 512)
 SIZES: dict[str, dict[str, int]] = {
@@ -135,7 +135,7 @@ class PlainGenerate:
         for row, context in enumerate(contexts):
             ids[row, width - len(context) :] = torch.tensor(context)
             mask[row, width - len(context) :] = 1
-        with autocast_context(BF16):
+        with autocast_context(BF16, self.model.device):
             out = self.model.generate(
                 input_ids=ids,
                 attention_mask=mask,

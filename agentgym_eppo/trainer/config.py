@@ -486,7 +486,7 @@ class TrainConfig:
         "Where the policy runs: auto (cuda when available) | cpu | cuda. Default: ours.", "auto"
     )
     bf16: bool | str = _help(
-        "bf16 autocast: auto (on a GPU, or a CPU with avx512_bf16/AMX whose kernels run at "
+        "bf16 autocast: auto (where device is a GPU, or a CPU with avx512_bf16/AMX whose kernels run at "
         "AVX-512, not held to AVX2) | true | false. "
         "Default: ours (the paper trains in bf16 on GPUs).",
         "auto",

@@ -47,25 +47,37 @@ def check_bf16(setting: object) -> None:
         raise ValueError(f"bf16 must be auto, true or false, got {setting!r}")
 
 
-def resolve_bf16(setting: bool | str) -> bool:
-    """``auto``: on a GPU, or on a CPU with native bf16 (avx512_bf16 / AMX) whose kernels
-    torch runs at AVX-512. With the kernels held to AVX2 (``ATEN_CPU_CAPABILITY=avx2``),
-    bf16 is emulated and several times slower than fp32, so ``auto`` gives fp32 there."""
+def resolve_bf16(setting: bool | str, device: torch.device) -> bool:
+    """``auto``: where the model runs on a GPU, or on a CPU with native bf16 (avx512_bf16 /
+    AMX) whose kernels torch runs at AVX-512. With the kernels held to AVX2
+    (``ATEN_CPU_CAPABILITY=avx2``), bf16 is emulated and several times slower than fp32,
+    so ``auto`` gives fp32 there. A model kept on the CPU of a GPU machine is judged by
+    its CPU.
+
+    >>> resolve_bf16("auto", torch.device("cuda"))
+    True
+    """
     if isinstance(setting, bool):
         return setting
-    if torch.cuda.is_available():
+    if device.type == "cuda":
         return True
     machine = describe_machine()
     native = {"avx512_bf16", "amx_bf16"} & set(machine["cpu_flags"])
     return bool(native) and machine["kernels"] == "AVX512"
 
 
-def autocast_context(enabled: bool) -> contextlib.AbstractContextManager[None]:
-    """bf16 autocast on the model's device type, or nothing."""
+def autocast_context(
+    enabled: bool, device: torch.device
+) -> contextlib.AbstractContextManager[None]:
+    """bf16 autocast for the ops on ``device`` (the model's), or nothing.
+
+    >>> with autocast_context(True, torch.device("cpu")):
+    ...     (torch.ones(2, 2) @ torch.ones(2, 2)).dtype
+    torch.bfloat16
+    """
     if not enabled:
         return contextlib.nullcontext()
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.autocast(device_type=device, dtype=torch.bfloat16)
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
 CPU_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")

@@ -93,8 +93,8 @@ class Trainer:
         self.config = config.validate()
         self.run_dir = Path(config.output_dir)
         self.console = console or Console()
-        self.bf16 = resolve_bf16(config.bf16)
         self.device = resolve_device(config.device)
+        self.bf16 = resolve_bf16(config.bf16, self.device)
         self.env_kwargs = env_kwargs_for(config)
         self.model: PreTrainedModel | None = None
         self.tokenizer: Any = None

@@ -128,7 +128,7 @@ class HFGenerateEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            with autocast_context(self.bf16 and self._shadow is None):
+            with autocast_context(self.bf16 and self._shadow is None, self._device()):
                 for start in range(0, len(order), self.batch_size):
                     indices = order[start : start + self.batch_size]
                     rows = self._prefill(

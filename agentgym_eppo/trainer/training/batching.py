@@ -162,7 +162,7 @@ def token_logprobs(
     rows, positions = batch.rows.to(device), batch.positions.to(device)
     first_token = torch.searchsorted(batch.rows, torch.tensor([p.start for p in pieces]))
     bounds = [*first_token.tolist(), batch.num_tokens]
-    with autocast_context(bf16):
+    with autocast_context(bf16, device):
         selected = []
         for piece, start, end in zip(pieces, bounds, bounds[1:], strict=False):
             width = max(lengths[row] for row in piece)

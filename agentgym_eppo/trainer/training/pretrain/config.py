@@ -128,7 +128,7 @@ class PretrainConfig:
         "auto",
     )
     bf16: bool | str = _help(
-        "bf16 autocast for the matmuls, fp32 master weights: auto (a GPU, or a CPU with "
+        "bf16 autocast for the matmuls, fp32 master weights: auto (where device is a GPU, or a CPU with "
         "avx512_bf16/AMX) | true | false.",
         "auto",
     )

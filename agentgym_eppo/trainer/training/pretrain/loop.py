@@ -83,7 +83,7 @@ def step_loss(
     for group in plan_micro_batches([len(transcripts[i]) for i in batch], micro_batch_tokens):
         micro = build_micro_batch(transcripts, [batch[k] for k in group], pad_token_id)
         padded += micro.input_ids.numel()
-        with autocast_context(bf16):
+        with autocast_context(bf16, device):
             hidden = model.get_decoder()(
                 input_ids=micro.input_ids.to(device),
                 attention_mask=micro.attention_mask.to(device),
@@ -110,7 +110,8 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
         yaml.safe_dump(dataclasses.asdict(config), sort_keys=False), encoding="utf-8"
     )
     torch.set_num_threads(config.threads)
-    bf16 = resolve_bf16(config.bf16)
+    device = resolve_device(config.device)
+    bf16 = resolve_bf16(config.bf16, device)
     started = time.perf_counter()
     timings: dict[str, float] = _read_json(run_dir / "timings.json")
 
@@ -152,7 +153,6 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
         sample = [e for rows in by_task.values() for e in rows[: config.model.tokenizer_episodes]]
         tokenizer = build_tokenizer(list(corpus(sample)), vocab_size=config.model.vocab_size)
         model = build_tiny_model(tokenizer, seed=config.seed, **architecture(config.model))
-    device = resolve_device(config.device)
     model = model.to(device)  # type: ignore[arg-type]
     t0 = time.perf_counter()
     transcripts = [expert_transcript(tokenizer, e, config.prompt) for e in episodes]
