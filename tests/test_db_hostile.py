@@ -85,6 +85,66 @@ def test_sqlite_episode_database_cannot_grow_the_process_past_its_bound() -> Non
         env.close()
 
 
+def _sqlite_temp_files() -> int:
+    """Bytes in SQLite's temporary files open in this process (unlinked at once, so
+    seen only through /proc/self/fd)."""
+    total = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            if "etilqs_" in str(fd.readlink()):
+                total += fd.stat().st_size
+        except OSError:  # closed meanwhile
+            pass
+    return total
+
+
+def test_sqlite_sorts_and_unions_write_no_temp_files_and_their_memory_is_bounded() -> None:
+    """One UNION used to write 2.5 GB of unlinked temp files to /var/tmp in 20 s; now
+    temporary results stay in memory, and a statement that grows SQLite's memory past
+    the bound fails with a message naming it (the episode goes on)."""
+    env = DBEnv(split="dev", statement_timeout=20)
+    env.reset(seed=0)
+    seen = {"temp": 0, "rss": 0}
+    running = threading.Event()
+    running.set()
+
+    def watch() -> None:
+        while running.is_set():
+            seen["temp"] = max(seen["temp"], _sqlite_temp_files())
+            seen["rss"] = max(seen["rss"], _rss_bytes())
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    try:
+        before = _rss_bytes()
+        watcher.start()
+        started = time.monotonic()
+        observation, _, terminated, _, info = env.step(
+            execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                "WHERE i < 100000000) SELECT COUNT(*) FROM (SELECT CONCAT(HEX(ZEROBLOB(400)), i) "
+                "FROM n UNION SELECT 'x') AS s"
+            )
+        )
+        seconds = time.monotonic() - started
+        running.clear()
+        watcher.join()
+        assert seen["temp"] == 0, f"{seen['temp'] >> 20} MiB of temp files"
+        assert observation.startswith("Error: the statement needed more than 512 MiB of memory"), (
+            observation
+        )
+        assert (terminated, info["status"]) == (False, "running")
+        assert seconds < 20, "stopped by the timeout, not by the memory bound"
+        grown = seen["rss"] - before
+        assert grown < 512 * 1024 * 1024 + 128 * 1024 * 1024, f"grew {grown >> 20} MiB"
+        # The memory is freed with the statement; the episode's tables are intact.
+        observation, *_ = env.step(execute("SELECT 1"))
+        assert observation == "[(1,)]"
+    finally:
+        running.clear()
+        env.close()
+
+
 BIG_RESULT = {
     None: "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 64) "
     "SELECT hex(zeroblob(450000)) FROM n",  # 64 values of 900 kB

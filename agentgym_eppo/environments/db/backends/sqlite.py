@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import _sqlite3
+import ctypes
+import math
 import sqlite3
 import time
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,13 +30,44 @@ from .base import (
 )
 
 _SQLITE_ALLOWED_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info"}
-_SQLITE_PROGRESS_STEPS = 10_000
+_SQLITE_PROGRESS_STEPS = 1_000
+"""Virtual-machine steps between two calls of the progress handler, which checks the
+deadline and the memory ceiling: at 1,000 a statement building 1 MB rows passes the
+ceiling by ~30 MiB (~230 MiB at 10,000); the calls cost a few percent of a CPU-bound
+statement."""
 _SQLITE_MAX_VALUE_BYTES = 1_000_000
 """No value (string, blob, stored row) over 1 MB: no 1 GB randomblob()/zeroblob()."""
 _SQLITE_MAX_COLUMNS = 100
 """With the value limit, at most 100 MB in one result row (AgentBench's tables have a
 handful of columns)."""
 _SQLITE_FULL = "database or disk is full"
+_SQLITE_STATEMENT_MEMORY = 2 * EPISODE_STORAGE_LIMIT
+"""What SQLite's memory in this process may grow by while one agent statement runs: the
+episode's own pages (capped at ``EPISODE_STORAGE_LIMIT`` by ``max_page_count``) and as
+much again of working memory for sorts, UNION, GROUP BY, DISTINCT and temporary results,
+which ``temp_store = MEMORY`` keeps in memory rather than in unlinked files in the
+host's /var/tmp."""
+_SQLITE_MEMORY_MESSAGE = (
+    "Error: the statement needed more than {:,} MiB of memory (its sorts, UNION, GROUP BY, "
+    "DISTINCT and temporary results, with the rows it wrote); an episode's statement may "
+    "use at most that"
+)
+
+
+def _sqlite_memory_used() -> Callable[[], int] | None:
+    """``sqlite3_memory_used()`` of the SQLite library Python's ``sqlite3`` runs on (the
+    bytes SQLite has allocated in this process), or None where it cannot be reached
+    (a build that links SQLite in without exporting it)."""
+    try:
+        function = ctypes.CDLL(_sqlite3.__file__).sqlite3_memory_used
+    except (OSError, AttributeError):
+        return None
+    function.restype = ctypes.c_int64
+    function.argtypes = []
+    return function
+
+
+_MEMORY_USED = _sqlite_memory_used()
 
 
 def mysql_collation_key(text: str) -> str:
@@ -94,6 +128,10 @@ class SQLiteEpisode(EpisodeDatabase):
             marks = ", ".join("?" * len(table.columns))
             connection.executemany(f"INSERT INTO {quote(table.name)} VALUES ({marks})", table.rows)
         self._quote = quote
+        # Sorts, UNION, GROUP BY and DISTINCT spill to unlinked files in the host's
+        # /var/tmp, outside every cap (2.5 GB in 20 s): keep them in memory, where the
+        # progress handler bounds them.
+        connection.execute("PRAGMA temp_store = MEMORY")
         # The episode's pages, main and temp, live in this process: cap their number.
         page_size = connection.execute("PRAGMA page_size").fetchone()[0]
         self.max_pages = max(1, EPISODE_STORAGE_LIMIT // page_size)
@@ -104,10 +142,27 @@ class SQLiteEpisode(EpisodeDatabase):
             connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _SQLITE_MAX_VALUE_BYTES)
             connection.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, _SQLITE_MAX_COLUMNS)
         connection.set_authorizer(_sqlite_authorizer)
-        connection.set_progress_handler(self._past_deadline, _SQLITE_PROGRESS_STEPS)
+        self._memory_ceiling: float = math.inf
+        self._over_memory = False
+        connection.set_progress_handler(self._progress, _SQLITE_PROGRESS_STEPS)
 
-    def _past_deadline(self) -> int:
-        return 1 if time.monotonic() > self._deadline else 0
+    def _start(self, memory_bound: bool) -> None:
+        """Arm the progress handler for one statement: its deadline and, for the agent's
+        statements, the most SQLite's memory in this process may grow while it runs."""
+        self._deadline = time.monotonic() + self.timeout
+        self._over_memory = False
+        self._memory_ceiling = math.inf
+        if memory_bound and _MEMORY_USED is not None:
+            self._memory_ceiling = _MEMORY_USED() + _SQLITE_STATEMENT_MEMORY
+
+    def _progress(self) -> int:
+        """Nonzero stops the statement: past its deadline, or past its memory ceiling."""
+        if time.monotonic() > self._deadline:
+            return 1
+        if _MEMORY_USED is not None and _MEMORY_USED() > self._memory_ceiling:
+            self._over_memory = True
+            return 1
+        return 0
 
     def execute(self, sql: str, char_limit: int) -> QueryResult:
         connection = self._live()
@@ -115,7 +170,7 @@ class SQLiteEpisode(EpisodeDatabase):
             statement = translate(sql, "sqlite")
         except MultipleStatementsError as error:
             return QueryResult(f"Error: {error}", error=True)
-        self._deadline = time.monotonic() + self.timeout
+        self._start(memory_bound=True)
         renderer = RowRenderer(char_limit)
         cursor = connection.cursor()
         try:
@@ -128,6 +183,10 @@ class SQLiteEpisode(EpisodeDatabase):
                     renderer.add(row)
             return renderer.result(truncated=True)
         except sqlite3.Error as error:
+            if str(error) == "interrupted" and self._over_memory:
+                return QueryResult(
+                    _SQLITE_MEMORY_MESSAGE.format(_SQLITE_STATEMENT_MEMORY >> 20), error=True
+                )
             if str(error) == "interrupted":
                 return QueryResult(_TIMEOUT_MESSAGE.format(self.timeout), error=True)
             if str(error) == _SQLITE_FULL:
@@ -147,7 +206,7 @@ class SQLiteEpisode(EpisodeDatabase):
     def table_rows(self, table: TableSpec) -> list[tuple[Any, ...]]:
         connection = self._live()
         columns = ", ".join(map(self._quote, table.columns))
-        self._deadline = time.monotonic() + self.timeout
+        self._start(memory_bound=False)
         return connection.execute(f"SELECT {columns} FROM {self._quote(table.name)}").fetchall()
 
     def end_session(self) -> None:
