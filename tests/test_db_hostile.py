@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import tracemalloc
@@ -482,3 +483,119 @@ def test_the_size_check_is_not_held_up_by_a_lock_the_agent_keeps(
         assert info["status"] == "agent_invalid_action", observation
     finally:
         env.close()
+
+
+# ------------------------------------------------ state that outlives an episode
+
+XA_STATEMENTS = {
+    "one statement each": (
+        "XA START 'agentgym_test_xa'",
+        "INSERT INTO `{table}` SELECT * FROM `{table}` LIMIT 1",
+        "XA END 'agentgym_test_xa'",
+        "XA PREPARE 'agentgym_test_xa'",
+    ),
+    "dynamic SQL": (
+        "EXECUTE IMMEDIATE CONCAT('X', 'A START ''agentgym_test_xa''')",
+        "INSERT INTO `{table}` SELECT * FROM `{table}` LIMIT 1",
+        "EXECUTE IMMEDIATE 'XA END ''agentgym_test_xa'''",
+        "EXECUTE IMMEDIATE 'XA PREPARE ''agentgym_test_xa'''",
+    ),
+    "prepared, then the session killed, in one statement": (
+        "BEGIN NOT ATOMIC XA START 'agentgym_test_xa'; "
+        "INSERT INTO `{table}` SELECT * FROM `{table}` LIMIT 1; XA END 'agentgym_test_xa'; "
+        "XA PREPARE 'agentgym_test_xa'; KILL CONNECTION_ID(); END",
+    ),
+}
+
+
+def _close_within(env: DBEnv, seconds: float) -> float:
+    """``env.close()``, failing the test (not hanging it) past ``seconds``."""
+    started = time.monotonic()
+    closer = threading.Thread(target=env.close, daemon=True)
+    closer.start()
+    closer.join(seconds)
+    assert not closer.is_alive(), f"env.close() still blocked after {seconds} s"
+    return time.monotonic() - started
+
+
+@pytest.mark.mariadb
+@pytest.mark.parametrize("case", XA_STATEMENTS)
+def test_an_xa_transaction_the_agent_prepares_cannot_outlive_the_episode(case: str) -> None:
+    """A prepared XA transaction survives its session and locks the episode's table:
+    DROP DATABASE used to wait for it (lock_wait_timeout, a day), so close() hung and
+    the databases of later episodes queued behind it."""
+    url = server_url(MARIADB_URL)
+    env = DBEnv(split="dev", db_url=url, statement_timeout=30)
+    env.reset(seed=0)
+    name = env.unwrapped.database.name
+    table = env.unwrapped.record.tables[0].name
+    try:
+        statuses = []
+        for statement in XA_STATEMENTS[case]:
+            observation, reward, terminated, _, info = env.step(
+                execute(statement.format(table=table))
+            )
+            statuses.append(info["status"])
+            if terminated:
+                break
+        assert statuses[-1] == "agent_invalid_action", (statuses, observation)
+        assert reward == -0.2
+        if case != "prepared, then the session killed, in one statement":
+            assert observation == (
+                "Error: the statement left an XA transaction prepared, which would outlive "
+                "the episode's session and hold its tables; it was rolled back and the "
+                "episode ends"
+            )
+        assert _admin_run(url, "XA RECOVER") == []
+        assert _close_within(env, 20) < 10
+        with sa.create_engine(url).connect() as connection:
+            left = connection.exec_driver_sql(
+                "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = %s", (name,)
+            ).scalar()
+        assert left == 0
+    finally:
+        with contextlib.suppress(Exception):  # unblocks a hung drop where the fix is absent
+            _admin_run(url, "XA ROLLBACK 'agentgym_test_xa'")
+        env.close()
+
+
+@pytest.mark.mariadb
+def test_a_drop_held_up_by_a_lock_fails_in_seconds_and_start_up_cleanup_goes_on() -> None:
+    """Whatever holds an episode's table (here another client's prepared XA
+    transaction), dropping waits at most a few seconds, not the server's day: close()
+    returns, the database is left for a later clean-up, and that clean-up skips it
+    without waiting long either."""
+    url = server_url(MARIADB_URL)
+    env = DBEnv(split="dev", db_url=url, statement_timeout=30)
+    env.reset(seed=0)
+    name = env.unwrapped.database.name
+    table = env.unwrapped.record.tables[0].name
+    stranger = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        connection: Any = stranger.raw_connection().driver_connection
+        with connection.cursor() as cursor:
+            for statement in (
+                "XA START 'agentgym_test_stranger'",
+                f"INSERT INTO `{name}`.`{table}` SELECT * FROM `{name}`.`{table}` LIMIT 1",
+                "XA END 'agentgym_test_stranger'",
+                "XA PREPARE 'agentgym_test_stranger'",
+            ):
+                cursor.execute(statement)
+        connection.close()  # the prepared transaction outlives the connection
+        assert _close_within(env, 30) < 20
+        backend = make_backend(url)
+        started = time.monotonic()
+        dropped = backend.cleanup_leftovers(grace=0)  # type: ignore[attr-defined]
+        assert name not in dropped and time.monotonic() - started < 20
+        backend.close()
+    finally:
+        with contextlib.suppress(Exception):
+            _admin_run(url, "XA ROLLBACK 'agentgym_test_stranger'")
+        stranger.dispose()
+        env.close()
+    backend = make_backend(url)
+    backend.cleanup_leftovers(grace=0)  # type: ignore[attr-defined]
+    backend.close()
+    assert not _admin_run(
+        url, f"SELECT 1 FROM information_schema.schemata WHERE schema_name = '{name}'"
+    )

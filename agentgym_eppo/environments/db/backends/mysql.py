@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import secrets
 import time
@@ -10,6 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.engine import URL
+
+from agentgym_eppo.core import AgentInvalidAction
 
 from ..tasks import TableSpec
 from .base import (
@@ -33,6 +36,26 @@ from .server import (
     _run,
     _Watchdog,
 )
+
+logger = logging.getLogger(__name__)
+
+_DROP_LOCK_WAIT = 5
+"""Seconds a ``DROP DATABASE``/``DROP USER`` waits for a lock, metadata or InnoDB's (the
+server's defaults: ``lock_wait_timeout`` a day, ``innodb_lock_wait_timeout`` 50 s): a
+drop that something still holds up fails, is logged, and is retried by the next
+start-up clean-up, instead of holding up ``close()`` and every drop queued behind it."""
+_MAY_PREPARE_XA = re.compile(r"\b(XA|EXECUTE)\b", re.IGNORECASE)
+"""Only a statement that names ``XA`` or runs dynamic SQL (``EXECUTE``, ``EXECUTE
+IMMEDIATE``, also inside ``BEGIN NOT ATOMIC ... END``) can prepare an XA transaction:
+the episode's user may not define procedures, triggers or events."""
+_XA_MESSAGE = (
+    "Error: the statement left an XA transaction prepared, which would outlive the episode's "
+    "session and hold its tables; it was rolled back and the episode ends"
+)
+_XAER_NOTA = 1397  # unknown XID, or one a live session still holds
+
+Xid = tuple[int, bytes, bytes]
+"""An XA transaction's id: (format id, global transaction id, branch qualifier)."""
 
 
 class MySQLBackend(ServerBackend):
@@ -87,8 +110,45 @@ class MySQLBackend(ServerBackend):
 
     def _drop(self, name: str) -> None:
         with self.admin.connect() as admin:
+            wait = _DROP_LOCK_WAIT
+            _run(
+                admin, f"SET SESSION lock_wait_timeout = {wait}, innodb_lock_wait_timeout = {wait}"
+            )
             _run(admin, f"DROP DATABASE IF EXISTS {self.quote(name)}")
             _run(admin, f"DROP USER IF EXISTS '{name}'@'%'")
+
+    def prepared_xids(self) -> set[Xid] | None:
+        """Every XA transaction prepared on the server (``XA RECOVER``); None where the
+        admin cannot read them now."""
+        try:
+            with self.admin.connect() as admin:
+                rows = _run(admin, "XA RECOVER")
+        except Exception:  # the server is out of reach: the statement's own fate says so
+            logger.debug("XA RECOVER failed", exc_info=True)
+            return None
+        return {
+            (int(form), bytes(data[:gtrid]), bytes(data[gtrid : gtrid + bqual]))
+            for form, gtrid, bqual, data in rows
+        }
+
+    def roll_back_xids(self, xids: set[Xid], patience: float = 2.0) -> None:
+        """``XA ROLLBACK`` each of ``xids`` that no session holds. A closed session's
+        transaction is let go a moment after the close: an id still held is tried again
+        for up to ``patience`` seconds, then left (a live session of someone else's)."""
+        with self.admin.connect() as admin:
+            for form, gtrid, bqual in sorted(xids):
+                statement = f"XA ROLLBACK X'{gtrid.hex()}',X'{bqual.hex()}',{form}"
+                deadline = time.monotonic() + patience
+                while True:
+                    try:
+                        _run(admin, statement)
+                        break
+                    except self.dbapi.Error as error:
+                        code = error.args[0] if error.args else None
+                        if code != _XAER_NOTA or time.monotonic() > deadline:
+                            logger.warning("%s failed: %s", statement, error)
+                            break
+                        time.sleep(0.05)
 
     def storage_used(self, name: str) -> int:
         """InnoDB's tablespace files (exact; the tables' ``data_length`` lags behind)
@@ -135,10 +195,17 @@ class MySQLBackend(ServerBackend):
                 row[0] for row in _run(admin, "SELECT user FROM information_schema.processlist")
             }
             names = sorted({row[0] for row in [*schemas, *users]})
-        stale = [name for name in names if _is_leftover(name, live, grace)]
-        for name in stale:
-            self._drop(name)
-        return stale
+        dropped = []
+        for name in names:
+            if not _is_leftover(name, live, grace):
+                continue
+            try:
+                self._drop(name)
+            except self.dbapi.Error as error:  # held by a lock: left for the next start-up
+                logger.warning("leftover episode database %s not dropped: %s", name, error)
+                continue
+            dropped.append(name)
+        return dropped
 
 
 class MySQLEpisode(ServerEpisode):
@@ -168,6 +235,47 @@ class MySQLEpisode(ServerEpisode):
         self.server_started = backend.server_started()
 
     def _execute(self, sql: str, char_limit: int) -> QueryResult:
+        """The statement (:meth:`_run_statement`); one that may prepare an XA transaction
+        is bracketed by two readings of the server's prepared transactions. A prepared
+        XA transaction outlives its session (MariaDB >= 10.5) and keeps the episode's
+        tables locked, so ``DROP DATABASE`` would wait on it; one the statement left
+        prepared is rolled back and the episode ends (``agent_invalid_action``)."""
+        if not _MAY_PREPARE_XA.search(sql):
+            return self._run_statement(sql, char_limit)
+        before = self.backend.prepared_xids()
+        try:
+            result = self._run_statement(sql, char_limit)
+        except SessionLost:  # the statement may have prepared, then ended its session
+            self._roll_back_new_xids(before)
+            raise
+        if self._roll_back_new_xids(before):
+            raise AgentInvalidAction(_XA_MESSAGE)
+        return result
+
+    def _roll_back_new_xids(self, before: set[Xid] | None) -> bool:
+        """Roll back the XA transactions prepared since ``before``, if this session may
+        hold one (it is in a transaction, or cannot say); True if it did. The session
+        is closed first: a live session's prepared transaction is out of others' reach."""
+        after = self.backend.prepared_xids()
+        if before is None or after is None or not after - before:
+            return False
+        if self.connection.open and not self._in_transaction():
+            return False  # another client prepared them meanwhile
+        self.end_session()
+        self.backend.roll_back_xids(after - before)
+        return True
+
+    def _in_transaction(self) -> bool:
+        """``@@in_transaction`` of the session; True where it cannot be read."""
+        try:
+            with self.connection.cursor() as cursor:
+                cursor.execute("SELECT @@in_transaction")
+                row = cursor.fetchone()
+        except self.backend.dbapi.Error:
+            return True
+        return bool(row and row[0])
+
+    def _run_statement(self, sql: str, char_limit: int) -> QueryResult:
         timeout = self.backend.statement_timeout
         thread_id = self.connection.thread_id()
         renderer = RowRenderer(char_limit)
