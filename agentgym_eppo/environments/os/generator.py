@@ -83,6 +83,13 @@ def _tree(rng: random.Random, root: str, count: int) -> tuple[str, list[str]]:
     return "\n".join(lines), paths
 
 
+def _decoy_rng(*parameters: object) -> random.Random:
+    """The generator of a task's decoys, seeded by the task's own parameters: drawing them
+    leaves the split's stream as it was, so every task of the other templates keeps its
+    bytes."""
+    return random.Random(repr(parameters))
+
+
 def count_extension(rng: random.Random) -> Task:
     root = f"/root/{rng.choice(WORDS)}_data"
     init, paths = _tree(rng, root, rng.randint(6, 18))
@@ -237,40 +244,86 @@ def archive_count(rng: random.Random) -> Task:
     )
 
 
+ARCHIVE_CHECK = r"""list=$(tar -tzf /root/{name}.tar.gz) || exit 1
+for member in {members}; do
+    printf '%s\n' "$list" | grep -qxF "$member" || exit 1
+done
+printf '%s\n' "$list" | grep -qv '^{name}/' && exit 1
+while IFS= read -r -d '' file; do
+    [ "$file" = /root/{name}.tar.gz ] && continue
+    tar -tf "$file" 2> /dev/null | grep -Eq '^(\./)?(root/)?({decoys})(/|$)' && exit 1
+done < <(find /root /home /tmp /srv /opt /data /var /mnt -type f \( -name '*.tar' \
+    -o -name '*.tar.*' -o -name '*.t[abgx]z' -o -name '*.tbz2' \) -print0 2> /dev/null)
+exit 0"""
+"""The check of :func:`make_archive`: every file of the named directory in its archive and
+nothing else there, and no tar archive in the places files are kept (by its name, however
+compressed) holding a decoy directory, whatever its path inside (``bravo/``, ``./bravo/``,
+``root/bravo/``)."""
+
+
 def make_archive(rng: random.Random) -> Task:
+    """The named directory among two or three look-alike decoys: the check wants it alone
+    in the archive and no decoy archived anywhere, so "archive every directory" fails."""
     name = rng.choice(WORDS)
     init, paths = _tree(rng, f"/root/{name}", rng.randint(2, 6))
-    member = paths[0].removeprefix("/root/")
+    decoy_rng = _decoy_rng(init)
+    decoys = decoy_rng.sample([word for word in WORDS if word != name], decoy_rng.randint(2, 3))
+    blocks = [init] + [
+        _tree(decoy_rng, f"/root/{decoy}", decoy_rng.randint(2, 6))[0] for decoy in decoys
+    ]
+    decoy_rng.shuffle(blocks)  # no creation order tells the named directory apart
+    members = " ".join(path.removeprefix("/root/") for path in paths)
+    check = ARCHIVE_CHECK.format(name=name, members=members, decoys="|".join(decoys))
     return _operation_task(
         f"Create a gzip-compressed tar archive /root/{name}.tar.gz of the directory /root/{name} "
-        f"(paths inside the archive should start with {name}/).",
-        init,
+        f"(paths inside the archive should start with {name}/). Archive nothing else: the "
+        f"archive holds only that directory, and the other directories of /root stay unarchived.",
+        "\n".join(blocks),
         f"cd /root && tar -czf {name}.tar.gz {name}",
-        f"tar -tzf /root/{name}.tar.gz | grep -qx '{member}'",
+        check,
         ["archive"],
     )
 
 
 def set_permissions(rng: random.Random) -> Task:
+    """The named file among look-alike decoys (mode 666 too) that must keep their mode,
+    so "chmod every file" fails."""
     path = f"/root/{rng.choice(WORDS)}.{rng.choice(EXTENSIONS)}"
     mode = rng.choice(["600", "640", "644", "700", "750", "400"])
+    decoy_rng = _decoy_rng(path, mode)
+    decoys: list[str] = []
+    for _ in range(decoy_rng.randint(2, 3)):
+        decoy = f"/root/{decoy_rng.choice(WORDS)}.{decoy_rng.choice(EXTENSIONS)}"
+        if decoy not in (path, *decoys):
+            decoys.append(decoy)
+    files = [path, *decoys]
+    decoy_rng.shuffle(files)
     return _operation_task(
-        f"Change the permissions of {path} to mode {mode} (octal).",
-        f"echo secret > {path}\nchmod 666 {path}",
+        f"Change the permissions of {path} to mode {mode} (octal), leaving the other files "
+        "of /root as they are.",
+        "\n".join(f"echo secret > {file}\nchmod 666 {file}" for file in files),
         f"chmod {mode} {path}",
-        f'[ "$(stat -c %a {path})" = {mode} ]',
+        f'[ "$(stat -c %a {path})" = {mode} ] || exit 1\n'
+        f"for file in {' '.join(decoys)}; do\n"
+        '    [ "$(stat -c %a "$file")" = 666 ] || exit 1\n'
+        "done",
         ["permission"],
     )
 
 
 def add_user(rng: random.Random) -> Task:
+    """The check also wants no other user (ids 1000 and up) and no other home: creating
+    every name the template could draw fails."""
     user = f"{rng.choice(NAMES)}{rng.randint(1, 99)}"
     group = rng.choice(["staff", "users", "adm", "audio", "video"])
     return _operation_task(
-        f"Create a user named {user} with a home directory /home/{user} who is also a member of the group {group}.",
+        f"Create a user named {user} with a home directory /home/{user} who is also a member "
+        f"of the group {group}. Create no other user.",
         "true",
         f"useradd -m -G {group} {user}",
-        f"id -nG {user} | tr ' ' '\\n' | grep -qx {group} && [ -d /home/{user} ]",
+        f"id -nG {user} | tr ' ' '\\n' | grep -qx {group} && [ -d /home/{user} ] "
+        f"&& [ \"$(awk -F: '$3 >= 1000 && $3 < 65534 {{print $1}}' /etc/passwd)\" = {user} ] "
+        f'&& [ "$(ls -A /home)" = {user} ]',
         ["user"],
     )
 
@@ -331,14 +384,41 @@ def count_processes(rng: random.Random) -> Task:
     return task
 
 
+STOP_CHECK = r"""alive() {{ ps -o stat= -C "$1" | grep -qv '^Z'; }}
+alive {name} && exit 1
+for decoy in {decoys}; do
+    alive "$decoy" || exit 1
+done
+exit 0"""
+"""The check of :func:`stop_process`: no live process (a zombie is a dead one) named
+``name``, and one of each decoy."""
+
+
 def stop_process(rng: random.Random) -> Task:
+    """The named process among two or three look-alike decoys that must stay up, so
+    "kill every process" fails."""
     name = f"{rng.choice(WORDS)}-srv{rng.randint(1, 99)}"  # <= 15 characters: a full comm
-    start = f"cp /bin/sleep /tmp/{name}; /tmp/{name} 1000 & " + _wait_until(f"pgrep -x {name}")
+    decoy_rng = _decoy_rng(name)
+    decoys: list[str] = []
+    for _ in range(decoy_rng.randint(2, 3)):
+        decoy = f"{decoy_rng.choice(WORDS)}-srv{decoy_rng.randint(1, 99)}"
+        if decoy not in (name, *decoys):
+            decoys.append(decoy)
+    names = [name, *decoys]
+    decoy_rng.shuffle(names)  # no start order tells the named process apart
+    start = (
+        "; ".join(f"cp /bin/sleep /tmp/{each}" for each in names)
+        + "; "
+        + " ".join(f"/tmp/{each} 1000 &" for each in names)
+        + " "
+        + _wait_until(f"[ \"$(pgrep -xc '{'|'.join(names)}')\" -ge {len(names)} ]")
+    )
     return _operation_task(
-        f"A process named {name} is running in the background. Stop it.",
+        f"A process named {name} is running in the background, beside other background "
+        "processes. Stop it and leave the others running.",
         "true",
         f"pkill -x {name}; sleep 0.2",
-        f"! pgrep -x {name} > /dev/null",
+        STOP_CHECK.format(name=name, decoys=" ".join(decoys)),
         ["process", "background"],
         start=start,
     )
@@ -362,6 +442,8 @@ def write_script(rng: random.Random) -> Task:
 
 
 def replace_text(rng: random.Random) -> Task:
+    """The check wants the whole file as the replacement leaves it: emptying the file, or
+    rewriting it from what it holds, fails."""
     old, new = rng.sample(WORDS, 2)
     path = f"/etc/{rng.choice(WORDS)}.conf"
     lines = [
@@ -370,11 +452,12 @@ def replace_text(rng: random.Random) -> Task:
     ]
     lines.append(f"name={old}")
     body = "\\n".join(lines)
+    expected = "\\n".join(line.replace(old, new) for line in lines)  # no word holds another
     return _operation_task(
         f"Replace every occurrence of the word '{old}' with '{new}' in {path}.",
         f"printf '{body}\\n' > {path}",
         f"sed -i 's/{old}/{new}/g' {path}",
-        f"! grep -q '{old}' {path} && grep -q 'name={new}' {path}",
+        f"printf '{expected}\\n' | cmp -s - {path}",
         ["text"],
     )
 
