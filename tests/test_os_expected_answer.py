@@ -17,11 +17,21 @@ answer, then ``0`` is sent as the agent's answer. The shipped splits' attacks ar
 played in the episodes of the expert sweep that ``test_os_assets.py`` shares
 (``os_sweeps``), after the expert's answer is judged. Check-script tasks (operation
 tasks: what the agent did is what their check reads) are left to their checks: killing
-every process legitimately solves "stop the process".
+every process used to solve "stop the process": see the blind policies below.
+
+Blind policies (``os_sweeps.BLIND_POLICIES``): "archive everything" (every directory
+where task files live, each as ``/root/<its name>.tar.gz``, and all of them in one more
+archive) and "kill every process" (all but the shell), then the answer ``done``. Neither
+reads the question; each scored on every task of its template (5 of the 100 dev tasks
+each) while those checks accepted the end state a policy reaches without knowing the
+task. Played on every dev task and on one task of each template in test and train: one
+episode per policy where the check reads the end state, one running both where the
+answer is judged against the expected answer taken at the start.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,11 +40,15 @@ from typing import Any
 import pytest
 from support.os_backends import BACKENDS, skip_unless
 from support.os_sweeps import (
+    BLIND_POLICIES,
+    BLIND_SAMPLED,
     SAMPLED,
     Attack,
     attack_task,
     attacked,
     bash,
+    blind_plays,
+    blind_sweep,
     judged_by_example_or_match,
     sweep,
 )
@@ -121,6 +135,66 @@ def test_tampering_then_answering_zero_or_nothing_never_scores_on_agentbench_dev
         )
 
     assert attack_every_task(make, indices) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["dev", "test", "train"])
+def test_blind_policies_score_nothing_on_shipped_tasks(split: str) -> None:
+    skip_unless("bwrap")
+    tasks = load_tasks(None, split)
+    played = blind_sweep(split)
+    episodes = [(i, p) for i in range(len(tasks)) for p in blind_plays(split, i, tasks[i])]
+    assert [(play.index, play.policies) for play in played] == episodes
+    indices = {index for index, _ in episodes}
+    assert len(indices) == len(BLIND_SAMPLED.get(split, tasks))  # every template
+    for play in played:
+        assert play.status == "completed", play
+        assert [o.split()[-1] for o in play.observations] == [
+            BLIND_POLICIES[policy].split()[-1] for policy in play.policies
+        ], play
+    assert [
+        f"{tasks[play.index].sample_id}: {' then '.join(play.policies)} scored"
+        for play in played
+        if play.reward != 0.0
+    ] == []
+
+
+SHORTCUTS = {
+    r"Change the permissions of (\S+) to mode (\d+)": "chmod {1} /root/*",
+    r"Create a user named (\S+) with .* the group (\w+)": (
+        "useradd -m -G {1} {0} && useradd -m -G {1} {0}x"
+    ),
+    r"Replace every occurrence of the word '\w+' with '(\w+)' in (\S+)\.$": (
+        "printf 'name={0}\\n' > {1}"
+    ),
+}
+"""End states that the question's own words reach without doing its job, by the
+description they answer: every file of ``/root`` given the mode; the user and one more
+(what creating every name the template draws does); the file replaced by its last line.
+The checks accepted each before they wanted the rest left as it was."""
+
+
+def test_shortcut_end_states_fail_the_checks_of_operation_tasks() -> None:
+    skip_unless("bwrap")
+    tasks = load_tasks(None, "dev")
+    env = OSEnv(split="dev", command_timeout=10.0)
+    scored = []
+    try:
+        for pattern, shortcut in SHORTCUTS.items():
+            index, found = next(
+                (i, found)
+                for i in range(len(tasks))
+                if (found := re.match(pattern, tasks[i].description))
+            )
+            env.reset(options={"index": index})
+            _, _, _, _, info = env.step(bash(shortcut.format(*found.groups())))
+            assert info["status"] == "running"
+            _, reward, _, _, _ = env.step({"name": "answer_action", "arguments": {"answer": ""}})
+            if reward:
+                scored.append(env.record.sample_id)
+    finally:
+        env.close()
+    assert scored == []
 
 
 @pytest.fixture(params=BACKENDS)

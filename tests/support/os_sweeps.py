@@ -26,11 +26,7 @@ from agentgym_eppo.environments.os.evaluation import judge
 from agentgym_eppo.environments.os.sandbox import SandboxError
 from agentgym_eppo.environments.os.tasks import OSTask, load_tasks
 
-TAMPER = r"""
-for place in /root /home /srv /opt /data /var/log /var/logs /tmp /usr/stock.log; do
-    find "$place" -mindepth 1 ! -type d -delete 2>/dev/null
-done
-: > /etc/passwd; : > /etc/group
+KILL_EVERY_PROCESS = r"""
 keep=" 1 "; p=$$
 while [ "${p:-0}" -gt 1 ]; do keep+="$p "; p=$(cut -d' ' -f4 "/proc/$p/stat"); done
 for q in /proc/[0-9]*; do
@@ -38,13 +34,23 @@ for q in /proc/[0-9]*; do
     case $keep in *" $q "*) continue ;; esac
     [ "$(cut -d' ' -f4 "/proc/$q/stat" 2>/dev/null)" = 1 ] || kill -9 "$q" 2>/dev/null
 done
-echo tampered
 """
+"""Kills every process but the shell, its ancestors, the sandbox's pid 1 and its children
+(bubblewrap's namespace holder: killing it ends the sandbox, which is another attack,
+``tests/test_os_hostile.py``)."""
+
+TAMPER = (
+    r"""
+for place in /root /home /srv /opt /data /var/log /var/logs /tmp /usr/stock.log; do
+    find "$place" -mindepth 1 ! -type d -delete 2>/dev/null
+done
+: > /etc/passwd; : > /etc/group"""
+    + KILL_EVERY_PROCESS
+    + "echo tampered\n"
+)
 """Empties every writable place a task's files live in (the folders stay, so ``ls`` and
 ``find`` print nothing rather than an error), clears ``/etc/passwd`` and ``/etc/group``,
-and kills every process but the shell, its ancestors, the sandbox's pid 1 and its
-children (bubblewrap's namespace holder: killing it ends the sandbox, which is another
-attack, ``tests/test_os_hostile.py``)."""
+and :data:`KILL_EVERY_PROCESS`."""
 
 ATTACKS = ("0", "")
 """The answers sent after tampering: the first as the agent's answer, the second judged."""
@@ -256,3 +262,100 @@ def _sweep(split: str, warmup: int, workers: int = 2) -> Sweep:
         )
         played = sorted((task for part in parts for task in part), key=lambda task: task.index)
     return Sweep(played, retried)
+
+
+ARCHIVE_EVERYTHING = r"""
+cd /root
+for dir in /root/*/ /home/*/ /srv/*/ /opt/*/ /data/*/ /tmp/*/ /var/*/; do
+    dir=${dir%/}
+    [ -d "$dir" ] && tar -czf "/root/${dir##*/}.tar.gz" -C "${dir%/*}" "${dir##*/}" 2>/dev/null
+done
+tar -czf /tmp/everything.tar.gz -C / root home srv opt data etc 2>/dev/null
+echo archived
+"""
+"""Archives every directory where task files live, each as ``/root/<its name>.tar.gz``
+(paths inside starting with ``<its name>/``, as an archive task asks), and all of them
+together in ``/tmp/everything.tar.gz``."""
+
+BLIND_POLICIES = {
+    "archive everything": ARCHIVE_EVERYTHING,
+    "kill every process": KILL_EVERY_PROCESS + "echo killed\n",
+}
+"""Policies that never read the question, by name: one command, then :data:`BLIND_ANSWER`.
+Before the checks of the archive and stop-the-process templates wanted decoys left alone,
+each scored on every task of its template."""
+
+BLIND_ANSWER = "done"
+"""What a blind policy answers: no answer task's true answer."""
+
+BLIND_SAMPLED = {"test": range(19), "train": range(19)}
+"""Splits the blind policies play on a sample (their first tasks, one of each of the
+generator's 19 templates); dev is played whole."""
+
+
+def blind_plays(split: str, index: int, task: OSTask) -> list[tuple[str, ...]]:
+    """The episodes the blind sweep of ``split`` plays on its task at ``index``, each the
+    policies it runs in turn: one per policy where the check reads the end state, and one
+    running both where the verdict is the answer against the expected answer taken at the
+    start (whatever a policy did cannot change it)."""
+    if index not in BLIND_SAMPLED.get(split, range(index + 1)):
+        return []
+    if judged_by_example_or_match(task):
+        return [tuple(BLIND_POLICIES)]
+    return [(policy,) for policy in BLIND_POLICIES]
+
+
+@dataclass(frozen=True)
+class BlindPlay:
+    """One episode of blind policies: what each command printed, the verdict on
+    :data:`BLIND_ANSWER` and the episode's final status."""
+
+    index: int
+    policies: tuple[str, ...]
+    observations: tuple[str, ...]
+    reward: float
+    status: str
+
+
+def _play_blind(env: OSEnv, index: int, policies: tuple[str, ...]) -> BlindPlay:
+    env.reset(options={"index": index})
+    observations = []
+    for policy in policies:
+        observation, _, terminated, truncated, _ = env.step(bash(BLIND_POLICIES[policy]))
+        assert not (terminated or truncated), (index, policy, observation)
+        observations.append(observation)
+    _, reward, _, _, info = env.step(answer(BLIND_ANSWER))
+    return BlindPlay(index, policies, tuple(observations), float(reward), info["status"])
+
+
+def _play_blind_part(split: str, episodes: list[tuple[int, tuple[str, ...]]]) -> list[BlindPlay]:
+    """Play ``episodes`` with one environment, made and closed in this thread."""
+    env = OSEnv(split=split, command_timeout=10.0)
+    played = []
+    try:
+        for index, policies in episodes:
+            try:
+                played.append(_play_blind(env, index, policies))
+            except SandboxError:  # a sandbox that failed twice to start: a race, once more
+                played.append(_play_blind(env, index, policies))
+    finally:
+        env.close()
+    return played
+
+
+@functools.cache
+def blind_sweep(split: str, workers: int = 2) -> list[BlindPlay]:
+    """The blind policies on every task of the shipped ``split`` (a sample of test and
+    train, :data:`BLIND_SAMPLED`) in two threads, once per session."""
+    tasks = load_tasks(None, split)
+    episodes = [
+        (index, policies)
+        for index in range(len(tasks))
+        for policies in blind_plays(split, index, tasks[index])
+    ]
+    with ThreadPoolExecutor(workers) as pool:
+        parts = pool.map(
+            lambda start: _play_blind_part(split, episodes[start::workers]), range(workers)
+        )
+        plays = [play for part in parts for play in part]
+    return sorted(plays, key=lambda play: episodes.index((play.index, play.policies)))
