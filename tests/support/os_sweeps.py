@@ -10,6 +10,9 @@ answer is judged, the tamper script runs (:data:`TAMPER`), ``""`` is judged and 
 sent as the agent's answer. Every other task ends with the expert's answer sent as the
 agent's. Playing both files' episodes for a task once saves a sandbox start and the
 example's run per attacked task and attack.
+
+The blind sweep (:func:`blind_sweep`, read by ``test_os_expected_answer.py``) plays
+episodes of its own: a blind policy changes the machine, so no expert can follow it.
 """
 
 from __future__ import annotations
