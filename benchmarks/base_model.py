@@ -82,7 +82,7 @@ def evaluate(
         slots_per_task=e.slots_per_task,
         backend=r.backend,
         env_kwargs=extra.pop("env_kwargs", protocol.env_kwargs),
-        seed=protocol.seed,
+        instance_seed=e.instance_seed,
         prompt_style=r.prompt,
         samples_per_instance=e.samples_per_instance,
         instances_by_task=extra.pop("instances_by_task", by_task),

@@ -23,11 +23,14 @@ from agentgym_eppo.trainer.run import run_training  # noqa: E402
 from agentgym_eppo.trainer.training.batching import micro_batches, token_logprobs  # noqa: E402
 from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
 from agentgym_eppo.trainer.training.sft import (  # noqa: E402
+    EarlyStop,
     ExpertEpisode,
     expert_transcript,
+    held_out_loss,
     record_expert_episodes,
     sft_lr_factor,
     sft_train,
+    split_held_out,
 )
 from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings  # noqa: E402
 
@@ -278,6 +281,43 @@ def test_sft_lowers_the_loss_on_expert_turns(tokenizer):
     )
     assert len(losses) == 10
     assert losses[-1] < losses[0] / 2
+
+
+def test_sft_early_stop_keeps_the_weights_of_the_lowest_held_out_loss(tokenizer):
+    # the held-out episodes want other tokens after the same context: training on the
+    # others soon raises their loss; two rises in a row end the SFT, and the weights of
+    # the lowest held-out loss are the ones left in the model
+    model = _model(tokenizer)
+    trained = [Transcript([5, 6, 7, 8, 9], [0, 0, 1, 1, 1]) for _ in range(4)]
+    opposite = [Transcript([5, 6, 11, 12, 13], [0, 0, 1, 1, 1])]
+    stop = EarlyStop(opposite, every=1, patience=2)
+    settings = {"lr": 1e-2, "batch_episodes": 4, "micro_batch_tokens": 64, "pad_token_id": 0}
+    losses = sft_train(model, trained, epochs=30, early_stop=stop, **settings)
+    steps, values = zip(*stop.curve, strict=True)
+    best = min(range(len(values)), key=values.__getitem__)
+    assert stop.stopped_early and len(losses) < 30 and steps == tuple(range(len(losses) + 1))
+    assert stop.best_step == steps[best] and len(values) - 1 - best == 2
+    assert all(value > values[best] for value in values[best + 1 :])
+    assert held_out_loss(model, opposite, 64, 0) == pytest.approx(values[best], rel=1e-5)
+    # held-out episodes like the training ones: the loss falls, the last weights stay
+    model = _model(tokenizer)
+    alike = EarlyStop([Transcript([5, 6, 7, 8, 9], [0, 0, 1, 1, 1])], every=3)
+    losses = sft_train(model, trained, epochs=10, early_stop=alike, **settings)
+    assert len(losses) == 10 and not alike.stopped_early
+    assert [step for step, _ in alike.curve] == [0, 3, 6, 9, 10] and alike.best_step == 10
+
+
+def test_held_out_instances_are_never_trained_on():
+    episodes = [
+        ExpertEpisode(task, f"{task}-{i % 4}", "", [], "") for task in "ab" for i in range(9)
+    ]
+    train, held = split_held_out(episodes, 2)
+    assert sorted((e.task_id, e.sample_id) for e in held) == [
+        ("a", "a-0"), ("a", "a-3"), ("b", "b-0"), ("b", "b-3")
+    ]  # fmt: skip
+    assert not {(e.task_id, e.sample_id) for e in train} & {(e.task_id, e.sample_id) for e in held}
+    assert len(train) == 9 * 2 - 5 * 2  # a-0 played 3 times, a-3 twice
+    assert split_held_out(episodes, 0) == (episodes, [])
 
 
 def test_sft_schedule_warms_up_linearly_then_decays_along_a_cosine():
@@ -546,10 +586,16 @@ def test_an_sft_only_run_without_evaluations_leaves_its_checkpoint(tmp_path):
                 "rl.steps=0",
                 "eval.stages=[]",
                 "sft.episodes_by_task={echo: 2, lookup: 4}",
+                "sft.held_out_per_task=1",
+                "sft.held_out_every=1",
                 "rollout.prompt=compact",
             )
         )
     )
+    record = json.loads((run_dir / "sft.json").read_text())
+    assert record["held_out"] == {"echo": 1, "lookup": 1}
+    assert sum(record["episodes"].values()) <= 6 and record["held_out_curve"][0][0] == 0
+    assert record["best_step"] in [step for step, _ in record["held_out_curve"]]
     assert (run_dir / "checkpoints" / "sft" / "config.json").is_file()
     card = json.loads((run_dir / "checkpoints" / "sft" / "agentgym_policy.json").read_text())
     assert card == {"prompt_style": "compact", "call_format": "hermes"}
@@ -644,6 +690,36 @@ def test_the_evaluation_does_not_depend_on_the_training_slots(tmp_path, tokenize
             )
         )
     assert layouts == [3, 3]
+
+
+def test_two_training_seeds_evaluate_the_same_instance_ids(tmp_path, tokenizer):
+    # a comparison pairs its runs episode by episode: the instances an evaluation draws
+    # (fewer than the split) follow eval.instance_seed, never the run's seed
+    policy = tmp_path / "policy"
+    _model(tokenizer).save_pretrained(policy)
+    tokenizer.save_pretrained(policy)
+    echo, lookup = "support.trainer_test_envs:Echo-v0", "support.trainer_test_envs:Lookup-v0"
+
+    def played(run: str, *overrides: str) -> list[tuple[str, str]]:
+        run_training(
+            _config(
+                tmp_path / run,
+                f"tasks={{{echo}: 4, {lookup}: 4}}",
+                f"model.path={policy}",
+                "sft.enabled=false",
+                "rl.steps=0",
+                "eval.stages=[before_sft]",
+                "eval.split=train",  # 8 instances, 3 drawn
+                "eval.max_instances_per_task=3",
+                *overrides,
+            )
+        )
+        result = json.loads((tmp_path / run / "eval_before_sft.json").read_text())
+        return [(e["task_id"], e["sample_id"]) for e in result["episodes"]]
+
+    first, second = played("seed0", "seed=0"), played("seed1", "seed=1")
+    assert first == second and len(first) == 6
+    assert played("other", "seed=0", "eval.instance_seed=7") != first  # the draw is seeded
 
 
 def test_the_run_summary_prints_dev_success_and_reward_per_stage(tmp_path):

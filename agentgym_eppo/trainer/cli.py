@@ -100,7 +100,7 @@ def _eval(args: argparse.Namespace) -> int:
             max_instances=args.max_instances,
             limits=RolloutLimits(args.max_tokens, args.max_context, args.temperature),
             backend=args.backend,
-            seed=args.seed,
+            instance_seed=args.seed,
             prompt_style=prompt_style,
             samples_per_instance=args.samples,
         )

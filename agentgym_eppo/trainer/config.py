@@ -125,6 +125,22 @@ class SFTConfig:
     )
     micro_batch_tokens: int = _help("Padded tokens per SFT micro-batch. Default: ours.", 8192)
     batch_episodes: int = _help("Episodes per SFT optimizer step. Default: ours.", 16)
+    held_out_per_task: int = _help(
+        "Train-split instances per task held out of the SFT: their expert episodes are "
+        "never trained on and score the early stop (the weights of the lowest held-out "
+        "loss are kept). The dev split stays untouched for evaluation. Default: off (0).",
+        0,
+    )
+    held_out_every: int = _help(
+        "Optimizer steps between two held-out losses (and one before the first step and "
+        "after the last). Default: ours.",
+        10,
+    )
+    patience: int = _help(
+        "Held-out losses in a row without a new lowest that end the SFT early; 0 never "
+        "ends it early (the best weights are kept all the same). Default: off (0).",
+        0,
+    )
 
     def __post_init__(self) -> None:
         self.check()
@@ -133,6 +149,10 @@ class SFTConfig:
         if not (0.0 <= self.warmup_fraction < 1.0 and 0.0 <= self.final_lr_fraction <= 1.0):
             raise ValueError(
                 "sft.warmup_fraction must be in [0, 1) and sft.final_lr_fraction in [0, 1]"
+            )
+        if self.held_out_per_task < 0 or self.held_out_every < 1 or self.patience < 0:
+            raise ValueError(
+                "sft.held_out_per_task and sft.patience must be >= 0, sft.held_out_every >= 1"
             )
 
 
@@ -417,6 +437,13 @@ class EvalConfig:
     )
     samples_per_instance: int = _help(
         "Attempts per instance (success is averaged). Default: ours (one, as AgentBench).", 1
+    )
+    instance_seed: int = _help(
+        "Seed of the draw of evaluated instances (when fewer than the split are played). "
+        "Fixed whatever the run's seed, so that every run of a comparison plays the same "
+        "instance ids and evaluations pair episode by episode; the run's seed still drives "
+        "the sampling. Default: ours (0).",
+        0,
     )
     slots_per_task: int = _help(
         "Instances of a task played side by side. Part of the protocol: which sample each "

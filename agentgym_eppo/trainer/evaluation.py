@@ -72,7 +72,7 @@ def evaluate_policy(
     slots_per_task: int = 16,
     backend: str = "serial",
     env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
-    seed: int = 0,
+    instance_seed: int = 0,
     prompt_style: str = "full",
     samples_per_instance: int = 1,
     instances_by_task: Mapping[str, int] | None = None,
@@ -85,7 +85,9 @@ def evaluate_policy(
     ``instances_by_task`` (keyed on ``info["task_id"]``) overrides ``max_instances`` per
     task: a dev episode of OS costs ~160 tokens, one of ALFWorld up to the whole context,
     so an eval that wants many OS episodes cannot afford as many ALFWorld ones. A key that
-    names no task of ``tasks`` is refused.
+    names no task of ``tasks`` is refused. ``instance_seed`` alone decides which instances
+    are drawn (and their order), so two runs that differ in every other seed play the
+    same instance ids; sampling follows torch's generator, which the caller seeds.
     """
     from agentgym_eppo.vector import MultiTaskVectorEnv
 
@@ -109,11 +111,11 @@ def evaluate_policy(
         split=split,
         env_kwargs=env_kwargs,
         backend=backend,
-        seed=seed,
+        seed=instance_seed,
     )
     finished: list[Episode] = []
     try:
-        observations, infos = venv.reset(seed=seed)
+        observations, infos = venv.reset(seed=instance_seed)
         starts = [(i, observations[i], slot_info(infos, i)) for i in range(venv.num_envs)]
         remaining = dict(quotas)
         while starts:

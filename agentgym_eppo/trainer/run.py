@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import random
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,12 @@ from transformers import PreTrainedModel
 from transformers.utils import logging as transformers_logging
 
 from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy, make_clip_policy
-from agentgym_eppo.trainer.analysis.run_dir import MetricsWriter, record_machine, write_eval
+from agentgym_eppo.trainer.analysis.run_dir import (
+    MetricsWriter,
+    record_machine,
+    write_eval,
+    write_sft_record,
+)
 from agentgym_eppo.trainer.analysis.summary import print_summary
 from agentgym_eppo.trainer.devices import describe_machine, resolve_bf16, resolve_device
 from agentgym_eppo.trainer.distributed.config import ScaleConfig
@@ -52,10 +58,12 @@ from agentgym_eppo.trainer.training.models import (
     load_policy,
 )
 from agentgym_eppo.trainer.training.sft import (
+    EarlyStop,
     corpus,
     expert_transcript,
     record_expert_episodes,
     sft_train,
+    split_held_out,
 )
 from agentgym_eppo.trainer.training.update import PolicyUpdater
 from agentgym_eppo.vector.availability import task_problem
@@ -157,7 +165,7 @@ class Trainer:
             slots_per_task=e.slots_per_task,
             backend=self.config.rollout.backend,
             env_kwargs=self.env_kwargs,
-            seed=self.config.seed,
+            instance_seed=e.instance_seed,
             prompt_style=self.config.rollout.prompt,
             samples_per_instance=e.samples_per_instance,
             instances_by_task=e.instances_by_task,
@@ -186,8 +194,8 @@ class Trainer:
             seed=self.config.seed,
         )
         try:
-            counts = {
-                task_id: s.episodes_by_task.get(task_id, s.episodes_per_task)
+            counts = {  # the held-out instances' episodes come on top
+                task_id: s.episodes_by_task.get(task_id, s.episodes_per_task) + s.held_out_per_task
                 for task_id in set(venv.task_ids)
             }
             unknown = set(s.episodes_by_task) - set(counts)
@@ -207,11 +215,27 @@ class Trainer:
     def sft(self, experts: Sequence[Any]) -> None:
         assert self.model is not None
         s = self.config.sft
+        experts, held_out = split_held_out(experts, s.held_out_per_task)
         transcripts = [
             expert_transcript(self.tokenizer, e, self.config.rollout.prompt) for e in experts
         ]
+        early_stop = (
+            EarlyStop(
+                [
+                    expert_transcript(self.tokenizer, e, self.config.rollout.prompt)
+                    for e in held_out
+                ],
+                every=s.held_out_every,
+                patience=s.patience,
+            )
+            if held_out
+            else None
+        )
         tokens = sum(t.generated_tokens for t in transcripts)
-        self.log(f"SFT on {len(transcripts)} expert episodes ({tokens} target tokens)")
+        self.log(
+            f"SFT on {len(transcripts)} expert episodes ({tokens} target tokens), "
+            f"{len(held_out)} held out"
+        )
         started = time.perf_counter()
         with self._progress() as progress:
             bar = progress.add_task("SFT", total=None)
@@ -232,10 +256,31 @@ class Trainer:
                 warmup_fraction=s.warmup_fraction,
                 final_lr_fraction=s.final_lr_fraction,
                 on_step=on_step,
+                early_stop=early_stop,
             )
+        seconds = time.perf_counter() - started
         self.log(
-            f"SFT: {len(losses)} steps in {time.perf_counter() - started:.0f}s, "
-            f"loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+            f"SFT: {len(losses)} steps in {seconds:.0f}s, loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+            + (
+                f"; held-out loss {early_stop.curve[0][1]:.3f} -> "
+                f"{min(v for _, v in early_stop.curve):.3f}, weights of step {early_stop.best_step}"
+                if early_stop is not None
+                else ""
+            )
+        )
+        write_sft_record(
+            self.run_dir,
+            {
+                "episodes": dict(Counter(e.task_id for e in experts)),
+                "held_out": dict(Counter(e.task_id for e in held_out)),
+                "target_tokens": tokens,
+                "sequence_tokens": sum(len(t) for t in transcripts),
+                "losses": losses,
+                "held_out_curve": early_stop.curve if early_stop is not None else [],
+                "best_step": early_stop.best_step if early_stop is not None else len(losses),
+                "stopped_early": early_stop is not None and early_stop.stopped_early,
+                "seconds": seconds,
+            },
         )
         save_checkpoint(
             self.run_dir / "checkpoints" / "sft",

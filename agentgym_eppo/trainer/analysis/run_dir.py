@@ -6,6 +6,10 @@
   ``{"step": t, "global": {...}, "tasks": {"<task_id>": {"entropy": .., "clip_eps": .., ...}}}``;
 - ``RUN_DIR/eval_<stage>.json`` (:func:`write_eval`, :func:`read_evals`):
   ``{"stage", "split", "tasks": {"<task_id>": {"success", ...}}, "mean_success"}``;
+- ``RUN_DIR/sft.json`` (:func:`write_sft_record`): the SFT stage: expert episodes and
+  held-out instances per task, target and sequence tokens, the loss of every optimizer
+  step, the held-out loss curve ``[[step, loss], ...]``, the step whose weights were
+  kept, whether it stopped early, and its seconds;
 - ``RUN_DIR/machine.jsonl`` (:func:`record_machine`): one line per start of the run (a
   resume adds one), the machine it ran on.
 
@@ -153,6 +157,13 @@ def write_eval(run_dir: str | Path, result: Mapping[str, Any]) -> Path:
     """Write one evaluation's JSON (see the module docstring) as ``eval_<stage>.json``."""
     path = eval_path(run_dir, str(result["stage"]))
     path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def write_sft_record(run_dir: str | Path, record: Mapping[str, Any]) -> Path:
+    """Write the SFT stage's record (see the module docstring) as ``sft.json``."""
+    path = Path(run_dir) / "sft.json"
+    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
 
 

@@ -109,6 +109,33 @@ def record_expert_episodes(
     return kept
 
 
+def split_held_out(
+    episodes: Sequence[ExpertEpisode], per_task: int
+) -> tuple[list[ExpertEpisode], list[ExpertEpisode]]:
+    """``(train, held_out)``: per task, the last ``per_task`` distinct instances recorded
+    are held out, and no episode of a held-out instance is trained on.
+
+    >>> e = [ExpertEpisode("os", f"os-{i % 3}", "", [], "") for i in range(5)]
+    >>> train, held = split_held_out(e, 1)
+    >>> [x.sample_id for x in train], [x.sample_id for x in held]
+    (['os-0', 'os-2', 'os-0'], ['os-1'])
+    """
+    held: dict[str, list[str]] = {}
+    for episode in reversed(episodes):
+        ids = held.setdefault(episode.task_id, [])
+        if len(ids) < per_task and episode.sample_id not in ids:
+            ids.append(episode.sample_id)
+    chosen: set[tuple[str, str]] = set()
+    held_out: list[ExpertEpisode] = []
+    for episode in episodes:
+        key = (episode.task_id, episode.sample_id)
+        if episode.sample_id in held[episode.task_id] and key not in chosen:
+            chosen.add(key)
+            held_out.append(episode)
+    train = [e for e in episodes if e.sample_id not in held.get(e.task_id, ())]
+    return train, held_out
+
+
 def _begin(observation: str, info: Mapping[str, Any]) -> ExpertEpisode:
     return ExpertEpisode(
         task_id=str(info["task_id"]),
@@ -153,6 +180,51 @@ def expert_transcript(
     return transcript
 
 
+@dataclass
+class EarlyStop:
+    """Early stopping on held-out expert episodes (train-split instances the SFT never
+    trains on): their token-mean loss is measured before the first step and every
+    ``every`` optimizer steps (and after the last); the weights of the lowest loss are
+    the ones :func:`sft_train` leaves in the model. ``patience`` measurements in a row
+    without a new lowest end the SFT early (0: never, the best weights are still kept).
+
+    ``curve`` records ``(optimizer step, held-out loss)``; ``best_step`` the step whose
+    weights were kept (0: the weights the SFT started from).
+    """
+
+    transcripts: Sequence[Transcript]
+    every: int
+    patience: int = 0
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    best_step: int = 0
+    stopped_early: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.transcripts or self.every < 1 or self.patience < 0:
+            raise ValueError("EarlyStop needs held-out transcripts, every >= 1, patience >= 0")
+
+
+def held_out_loss(
+    model: PreTrainedModel,
+    transcripts: Sequence[Transcript],
+    micro_batch_tokens: int,
+    pad_token_id: int,
+    bf16: bool = False,
+) -> float:
+    """Token-mean cross-entropy of ``model`` on the loss tokens of ``transcripts``."""
+    was_training = model.training
+    model.eval()
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for group in plan_micro_batches([len(t) for t in transcripts], micro_batch_tokens):
+            micro = build_micro_batch(transcripts, list(group), pad_token_id)
+            logprobs, _ = token_logprobs(model, micro, bf16=bf16)
+            total -= float(logprobs.sum())
+            tokens += int(logprobs.numel())
+    model.train(was_training)
+    return total / max(1, tokens)
+
+
 def sft_train(
     model: PreTrainedModel,
     transcripts: Sequence[Transcript],
@@ -167,6 +239,7 @@ def sft_train(
     warmup_fraction: float = 0.0,
     final_lr_fraction: float = 1.0,
     on_step: Any = None,
+    early_stop: EarlyStop | None = None,
 ) -> list[float]:
     """Token-mean cross-entropy on the loss tokens; one AdamW step per ``batch_episodes``.
 
@@ -180,6 +253,8 @@ def sft_train(
     ties, then the batches shuffled, every epoch): mixing a 150-token DB episode with a
     1,500-token WebShop one would spend most of the step on padding.
     Returns the loss of every optimizer step. ``on_step(k, total, loss)`` reports progress.
+    ``early_stop`` scores held-out episodes as it goes and leaves the best weights in the
+    model (see :class:`EarlyStop`).
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     order_rng = random.Random(seed)
@@ -190,8 +265,28 @@ def sft_train(
         optimizer, lambda step: sft_lr_factor(step, total, warmup_fraction, final_lr_fraction)
     )
     losses: list[float] = []
+    best: dict[str, torch.Tensor] | None = None
+    misses = 0
+
+    def measure(step: int) -> bool:
+        """Score the held-out episodes at ``step``; False when patience has run out."""
+        nonlocal best, misses
+        assert early_stop is not None
+        loss = held_out_loss(model, early_stop.transcripts, micro_batch_tokens, pad_token_id, bf16)
+        early_stop.curve.append((step, loss))
+        if loss <= min(value for _, value in early_stop.curve):
+            early_stop.best_step, misses = step, 0
+            best = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            return True
+        misses += 1
+        return early_stop.patience == 0 or misses < early_stop.patience
+
+    if early_stop is not None:
+        measure(0)
     model.train()
     for _ in range(epochs):
+        if early_stop is not None and early_stop.stopped_early:
+            break
         ranked = sorted(indices, key=lambda i: (len(transcripts[i]) // 64, order_rng.random()))
         batches = [
             ranked[start : start + batch_episodes]
@@ -216,6 +311,18 @@ def sft_train(
             losses.append(step_loss)
             if on_step is not None:
                 on_step(len(losses), total, step_loss)
+            step = len(losses)
+            due = early_stop is not None and (step % early_stop.every == 0 or step == total)
+            if due and not measure(step):
+                assert early_stop is not None
+                early_stop.stopped_early = True
+                break
+    if (
+        best is not None
+        and early_stop is not None
+        and early_stop.curve[-1][0] != early_stop.best_step
+    ):
+        model.load_state_dict(best)
     return losses
 
 
