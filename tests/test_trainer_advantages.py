@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 
 from agentgym_eppo.trainer.algorithms.advantages import (  # noqa: E402
     grpo_advantages,
+    mixed_groups,
     normalize_by_task,
     rloo_advantages,
 )
@@ -68,6 +69,25 @@ def test_task_normalization_leaves_episodes_without_tokens_at_zero():
     )
     assert normalized[0].item() == 0.0
     assert normalized[1:].tolist() == pytest.approx([-1.0, 1.0], abs=1e-5)
+
+
+def test_eq4_over_every_episode_moves_an_equal_reward_group_off_zero():
+    # eq. 4 as the paper writes it: the all-failed group (advantage 0 from GRPO) is in
+    # the task's statistics, and comes out at -mean/std on each of its tokens
+    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    groups = ["a", "a", "a", "b", "b", "b"]
+    counts = torch.tensor([10, 40, 40, 40, 40, 40])  # the failures are the long episodes
+    advantages = grpo_advantages(rewards, groups)
+    assert advantages[3:].tolist() == [0.0, 0.0, 0.0]
+    every = normalize_by_task(advantages, ["os"] * 6, counts)
+    assert (every[3:] > 0.2).all()  # the failures of group b are reinforced
+    mixed = mixed_groups(rewards, groups)
+    assert mixed.tolist() == [True, True, True, False, False, False]
+    only_mixed = normalize_by_task(advantages, ["os"] * 6, counts, include=mixed)
+    assert only_mixed[3:].tolist() == [0.0, 0.0, 0.0]
+    tokens = only_mixed[:3].double().repeat_interleave(counts[:3])  # group a's tokens
+    assert tokens.mean().item() == pytest.approx(0.0, abs=1e-6)
+    assert tokens.std(unbiased=False).item() == pytest.approx(1.0, abs=1e-5)
 
 
 def test_shapes_are_checked_with_a_clear_message():

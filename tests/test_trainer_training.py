@@ -146,6 +146,36 @@ def test_the_update_counts_the_work_of_the_passes_it_ran(tokenizer, skip):
     assert result.gflop * 1e9 == pytest.approx(one * (8 + trained + 3 * epochs * trained))
 
 
+@pytest.mark.parametrize("over", ["all", "mixed_groups"])
+def test_task_norm_over_decides_what_an_equal_reward_group_gets(tokenizer, over):
+    # one task: a mixed group whose failure is the longer episode, and a group that
+    # failed alike; eq. 4 over every episode pushes the failed group up
+    short, long = ([5, 6, 7, 8], [0, 0, 1, 1]), ([5, 6, 7, 8, 9, 10, 11], [0, 0, 1, 1, 1, 1, 1])
+    episodes = [
+        _episode("echo", "g0", *short, reward=1.0),
+        _episode("echo", "g0", *long, reward=0.0),
+        _episode("echo", "g1", *long, reward=0.0),
+        _episode("echo", "g1", *long, reward=0.0),
+    ]
+    model = _model(tokenizer)
+    updater = PolicyUpdater(
+        model,
+        torch.optim.AdamW(model.parameters(), lr=1e-2),
+        FixedClip(),
+        UpdateSettings(kl_coef=0.0, temperature=1.0, task_norm_over=over),
+        pad_token_id=0,
+    )
+    advantages = updater.advantages(episodes).tolist()
+    if over == "all":
+        assert advantages[2] == advantages[3] > 0.1
+    else:
+        assert advantages[2:] == [0.0, 0.0] and advantages[0] > 0 > advantages[1]
+    with pytest.raises(ValueError, match="task_norm_over"):
+        UpdateSettings(task_norm_over="mixed")
+    with pytest.raises(ValueError, match="algorithm.task_norm_over"):
+        load_config(None, ["algorithm.task_norm_over=mixed"])
+
+
 def test_skipping_zero_advantage_episodes_changes_only_their_kl_term(tokenizer):
     full, full_result, full_forwarded = _skip_step(tokenizer, skip=False, kl_coef=0.0)
     skip, skip_result, skip_forwarded = _skip_step(tokenizer, skip=True, kl_coef=0.0)

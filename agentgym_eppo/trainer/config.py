@@ -218,6 +218,15 @@ class AlgorithmConfig:
         "token advantages in the batch.",
         d.TASK_ADV_NORM,
     )
+    task_norm_over: str = _help(
+        "Which episodes enter eq. 4's per-task mean and std. all: every episode of the "
+        "task (the paper's and AgentRL's); a group whose rewards are all equal "
+        "(advantage 0) then comes out at -mean/std of its task on every token whenever "
+        "the task's token-weighted mean is not 0, i.e. when successes and failures differ "
+        "in length. mixed_groups: only groups whose rewards differ; an equal group keeps "
+        "advantage 0. Default: the paper's (all).",
+        d.TASK_NORM_OVER,
+    )
     kl_coef: float = _help(
         "Coefficient of the k3 KL to the frozen reference (paper: 1e-4).", d.KL_COEF
     )
@@ -232,6 +241,11 @@ class AlgorithmConfig:
 
     def check(self) -> None:
         ADVANTAGE_ESTIMATORS.lookup(self.advantage, where="algorithm.advantage")
+        if self.task_norm_over not in d.TASK_NORM_OVER_CHOICES:
+            raise ValueError(
+                f"algorithm.task_norm_over must be one of {', '.join(d.TASK_NORM_OVER_CHOICES)}, "
+                f"got {self.task_norm_over!r}"
+            )
         if self.kl_coef < 0 or self.entropy_coef < 0:
             raise ValueError(
                 f"algorithm.kl_coef and algorithm.entropy_coef must be >= 0, got "

@@ -68,6 +68,7 @@ def update_settings(config: TrainConfig, bf16: bool) -> UpdateSettings:
     return UpdateSettings(
         advantage=a.advantage,
         task_adv_norm=a.task_adv_norm,
+        task_norm_over=a.task_norm_over,
         kl_coef=a.kl_coef,
         entropy_coef=a.entropy_coef,
         dual_clip_c=a.dual_clip_c,

@@ -65,17 +65,47 @@ ADVANTAGE_ESTIMATORS: Registry[Callable[[torch.Tensor, Sequence[Hashable]], torc
 """``algorithm.advantage`` -> the estimator: ``(rewards, groups) -> per-episode advantages``."""
 
 
+def mixed_groups(rewards: torch.Tensor, groups: Sequence[Hashable]) -> torch.Tensor:
+    """Whether each episode's group holds at least two different rewards (a group that
+    ended alike carries no policy-gradient signal: GRPO and RLOO give it 0).
+
+    >>> mixed_groups(torch.tensor([1.0, 0.0, 1.0, 1.0]), ["a", "a", "b", "b"]).tolist()
+    [True, True, False, False]
+    """
+    _check(rewards, groups)
+    mixed = torch.zeros(rewards.shape, dtype=torch.bool)
+    for indices in _members(groups).values():
+        group_rewards = rewards[indices]
+        mixed[indices] = bool((group_rewards != group_rewards[0]).any())
+    return mixed
+
+
 def normalize_by_task(
     advantages: torch.Tensor,
     tasks: Sequence[str],
     token_counts: torch.Tensor,
     eps: float = TASK_NORM_EPS,
+    include: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Eq. 4 (AgentRL): standardise each task's token-level advantages in the batch.
 
     Every loss token of episode ``k`` carries ``advantages[k]``, so a task's token
     mean and (population) std weight each episode by its ``token_counts[k]``. Returns
     the normalized per-episode advantages; episodes with no loss token keep 0.
+
+    ``include`` (one bool per episode; None: all, as eq. 4) limits the statistics to
+    those episodes, and only they are normalized: the others keep advantage 0. With
+    every episode in, a group whose rewards are all equal (advantage 0) comes out at
+    ``-mean / std`` of its task, on every one of its tokens, whenever the task's
+    token-weighted mean is not 0 (episodes of unequal length):
+
+    >>> adv = torch.tensor([1.0, -1.0, 0.0, 0.0])  # a mixed group, then an equal one
+    >>> tokens = torch.tensor([10, 30, 20, 20])  # the failure is the longer episode
+    >>> [round(a, 2) for a in normalize_by_task(adv, ["os"] * 4, tokens).tolist()]
+    [1.89, -1.13, 0.38, 0.38]
+    >>> mixed = torch.tensor([True, True, False, False])
+    >>> [round(a, 2) for a in normalize_by_task(adv, ["os"] * 4, tokens, include=mixed).tolist()]
+    [1.73, -0.58, 0.0, 0.0]
     """
     _check(advantages, tasks)
     if token_counts.shape != advantages.shape:
@@ -83,6 +113,10 @@ def normalize_by_task(
             f"token_counts must have one count per episode: shape {tuple(advantages.shape)}, "
             f"got {tuple(token_counts.shape)}"
         )
+    if include is not None:
+        if include.shape != advantages.shape:
+            raise ValueError("include must hold one bool per episode")
+        token_counts = torch.where(include, token_counts, 0)
     normalized = torch.zeros_like(advantages, dtype=torch.float64)
     for indices in _members(tasks).values():
         weights = token_counts[indices].double()

@@ -26,7 +26,11 @@ from transformers import PreTrainedModel
 
 from agentgym_eppo.core import Status
 from agentgym_eppo.trainer.algorithms import defaults as d
-from agentgym_eppo.trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS, normalize_by_task
+from agentgym_eppo.trainer.algorithms.advantages import (
+    ADVANTAGE_ESTIMATORS,
+    mixed_groups,
+    normalize_by_task,
+)
 from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy, ClipTokens
 from agentgym_eppo.trainer.algorithms.losses import token_losses, token_sum
 from agentgym_eppo.trainer.rollout.episodes import Episode, episodes_by_task, group_rewards
@@ -51,6 +55,7 @@ class UpdateSettings:
 
     advantage: str = d.ADVANTAGE
     task_adv_norm: bool = d.TASK_ADV_NORM
+    task_norm_over: str = d.TASK_NORM_OVER
     kl_coef: float = d.KL_COEF
     entropy_coef: float = d.ENTROPY_COEF
     dual_clip_c: float | None = d.DUAL_CLIP_C
@@ -66,6 +71,11 @@ class UpdateSettings:
 
     def __post_init__(self) -> None:
         ADVANTAGE_ESTIMATORS.lookup(self.advantage, where="advantage")
+        if self.task_norm_over not in d.TASK_NORM_OVER_CHOICES:
+            raise ValueError(
+                f"task_norm_over must be one of {', '.join(d.TASK_NORM_OVER_CHOICES)}, "
+                f"got {self.task_norm_over!r}"
+            )
         if self.old_logprobs not in d.OLD_LOGPROBS_SOURCES:
             raise ValueError(
                 f"old_logprobs must be one of {', '.join(d.OLD_LOGPROBS_SOURCES)}, "
@@ -369,7 +379,14 @@ class PolicyUpdater:
         advantages = estimator(rewards, groups)
         if self.settings.task_adv_norm:
             counts = torch.tensor([episode.generated_tokens for episode in episodes])
-            advantages = normalize_by_task(advantages, [e.task_id for e in episodes], counts)
+            include = (
+                mixed_groups(rewards, groups)
+                if self.settings.task_norm_over == "mixed_groups"
+                else None
+            )
+            advantages = normalize_by_task(
+                advantages, [e.task_id for e in episodes], counts, include=include
+            )
         return advantages
 
     def step(self, episodes: Sequence[Episode], generator: torch.Generator) -> UpdateResult:
