@@ -91,7 +91,9 @@ def weight_sync(tokenizer, rows: list[str]) -> None:
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "weights"
             save = median_seconds(lambda m=model, p=path: m.save_pretrained(p))
-            load = median_seconds(lambda p=path: AutoModelForCausalLM.from_pretrained(p))
+            load = median_seconds(
+                lambda p=path: AutoModelForCausalLM.from_pretrained(p, trust_remote_code=False)
+            )
             disk_bytes = sum(f.stat().st_size for f in path.glob("*.safetensors"))
         mb = state_bytes / 1e6
         rows.append(

@@ -67,7 +67,7 @@ def model_facts(path: Path) -> tuple[int, int]:
     """(parameter count, vocabulary size) of the saved model."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=False)
     return sum(p.numel() for p in model.parameters()), model.config.vocab_size
 
 
@@ -118,7 +118,7 @@ def sglang_part(path: Path, batch: int, new_tokens: int, vocab: int, report: dic
 
     from agentgym_eppo.trainer.rollout.sglang import SGLangInProcessEngine
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     started = time.perf_counter()
     engine = SGLangInProcessEngine(path, tokenizer.eos_token_id, mem_fraction_static=0.4)
     report["engine_start_s"] = time.perf_counter() - started
@@ -129,7 +129,9 @@ def sglang_part(path: Path, batch: int, new_tokens: int, vocab: int, report: dic
 
     contexts = contexts_for(batch, vocab)
     turns, report["engine_tokens_per_s"] = timed_sample(sample, contexts, new_tokens)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).cuda()
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32, trust_remote_code=False
+    ).cuda()
     report["logprob_mean_abs_diff_fp32"] = logprob_gap(model, contexts, turns, bf16=False)
     report["logprob_mean_abs_diff_bf16"] = logprob_gap(model, contexts, turns, bf16=True)
     nudge(model)
@@ -152,9 +154,11 @@ def hf_part(path: Path, batch: int, new_tokens: int, vocab: int, report: dict) -
     from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 
     device = resolve_device("auto")
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     started = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32, trust_remote_code=False
+    ).to(device)
     engine = HFGenerateEngine(
         model, tokenizer.eos_token_id, tokenizer.pad_token_id, batch_size=batch, bf16=True
     )
@@ -221,10 +225,12 @@ def fsdp_step(path: str, out: str, episodes_count: int = 64, length: int = 2048)
     from agentgym_eppo.trainer.training.update import UpdateSettings
 
     rank, world = init_distributed()
-    model = AutoModelForCausalLM.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=False)
     vocab = model.config.vocab_size
     actor = shard_model(model, gradient_checkpointing=True)
-    reference = shard_reference(AutoModelForCausalLM.from_pretrained(path), bf16=True)
+    reference = shard_reference(
+        AutoModelForCausalLM.from_pretrained(path, trust_remote_code=False), bf16=True
+    )
     optimizer = torch.optim.AdamW(actor.parameters(), lr=1e-5)
     updater = FSDPPolicyUpdater(
         actor,

@@ -1,10 +1,14 @@
 """Resuming from a run folder that came from elsewhere: its trainer state cannot run
-code, and nothing it names leads outside it."""
+code, and nothing it names leads outside it. A model folder from elsewhere cannot run
+code either (``load_policy``, ``eval --checkpoint``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -126,4 +130,78 @@ def test_weights_that_would_run_code_are_refused_and_run_nothing(tmp_path: Path)
     torch.save({"payload": WritesAFile(target)}, folder / "pytorch_model.bin")
     with pytest.raises(ModelLoadError, match=r"cannot be loaded .*Weights only load failed"):
         load_policy(folder)
+    assert not target.exists()
+
+
+def _folder_naming_its_own_code(root: Path, target: Path) -> Path:
+    """A model folder whose configs name ``crafted.py``, which writes ``target`` when run."""
+    folder = root / "model"
+    folder.mkdir(parents=True)
+    (folder / "crafted.py").write_text(
+        f"import pathlib\npathlib.Path({str(target)!r}).write_text('ran')\n"
+    )
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "agentgym_crafted",
+        "auto_map": {"AutoConfig": "crafted.Config", "AutoModelForCausalLM": "crafted.Model"},
+    }))  # fmt: skip
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "CraftedTokenizer",
+        "auto_map": {"AutoTokenizer": ["crafted.CraftedTokenizer", None]},
+    }))  # fmt: skip
+    return folder
+
+
+LOAD_POLICY = (
+    "import sys; from agentgym_eppo.trainer.training.models import load_policy; "
+    "load_policy(sys.argv[1])"
+)
+EVAL_CHECKPOINT = (
+    "import sys; from agentgym_eppo.trainer.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+@pytest.mark.parametrize("stdin", ["y", "closed"])
+@pytest.mark.parametrize("how", ["load_policy", "eval --checkpoint"])
+def test_a_model_folder_naming_code_of_its_own_is_refused_and_runs_nothing(
+    tmp_path: Path, how: str, stdin: str
+) -> None:
+    """Left to decide, transformers asked on stdin whether to run the folder's code, and a
+    ``y`` ran it; now nothing is asked and nothing runs, whatever stdin holds."""
+    target = tmp_path / "ran"
+    folder = _folder_naming_its_own_code(tmp_path, target)
+    if how == "load_policy":
+        argv = [sys.executable, "-c", LOAD_POLICY, str(folder)]
+    else:
+        argv = [sys.executable, "-c", EVAL_CHECKPOINT, "eval", "--checkpoint", str(folder),
+                "--tasks", "db"]  # fmt: skip
+    answered = subprocess.run(
+        argv,
+        input="y\n" if stdin == "y" else None,
+        stdin=subprocess.DEVNULL if stdin == "closed" else None,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert not target.exists()
+    assert answered.returncode != 0
+    assert (
+        f"model folder {folder}: its config.json names code of its own (auto_map: "
+        in answered.stderr
+    )
+    assert "remote code is not run" in answered.stderr
+    assert "Do you wish to run the custom code" not in answered.stdout
+
+
+@pytest.mark.parametrize("config", ["config.json", "tokenizer_config.json"])
+def test_either_config_naming_code_refuses_the_folder_for_the_tokenizer_too(
+    tmp_path: Path, config: str
+) -> None:
+    from agentgym_eppo.trainer.training.models import ModelLoadError, load_tokenizer
+
+    target = tmp_path / "ran"
+    folder = _folder_naming_its_own_code(tmp_path, target)
+    other = "tokenizer_config.json" if config == "config.json" else "config.json"
+    (folder / other).write_text("{}")
+    with pytest.raises(ModelLoadError, match=rf"its {config} names code of its own"):
+        load_tokenizer(folder)
     assert not target.exists()

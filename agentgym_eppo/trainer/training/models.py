@@ -18,6 +18,7 @@ yields the SFT loss mask.
 
 from __future__ import annotations
 
+import json
 import pickle
 from collections.abc import Iterable
 from pathlib import Path
@@ -258,20 +259,68 @@ def resolve_model_path(name_or_path: str | Path) -> str:
     return text
 
 
+CODE_NAMING_FILES = ("config.json", "tokenizer_config.json", "processor_config.json")
+"""The files of a model folder whose ``auto_map`` names Python code in the folder."""
+
+
+def refuse_custom_code(folder: str | Path) -> None:
+    """Raise :class:`ModelLoadError` if a model folder names code of its own to run.
+
+    A ``config.json`` (or tokenizer config) with ``auto_map`` points transformers at
+    Python files in the folder; left to decide, transformers asks on stdin whether to
+    run them, and a ``y`` (a script's ``yes |``) runs a folder that came from elsewhere.
+    Every load here also passes ``trust_remote_code=False``; this check makes the refusal
+    a clear error before transformers reads anything. Not a folder: nothing to check.
+    """
+    for name in CODE_NAMING_FILES:
+        file = Path(folder) / name
+        if not file.is_file():
+            continue
+        try:
+            names = json.loads(file.read_text(encoding="utf-8")).get("auto_map")
+        except (OSError, ValueError, AttributeError):
+            continue  # unreadable: transformers' own load reports it
+        if names:
+            raise ModelLoadError(
+                f"model folder {folder}: its {name} names code of its own (auto_map: "
+                f"{json.dumps(names)[:200]}); remote code is not run: load only folders "
+                "of architectures transformers ships"
+            )
+
+
+def load_tokenizer(name_or_path: str | Path) -> Any:
+    """The tokenizer of a model (a folder, a shipped or named model, a Hugging Face name),
+    never running code of the folder's own (:func:`refuse_custom_code`).
+
+    Raises :class:`ModelLoadError` naming the model when it cannot be loaded.
+    """
+    where = resolve_model_path(name_or_path)
+    refuse_custom_code(where)
+    try:
+        return AutoTokenizer.from_pretrained(where, trust_remote_code=False)
+    except (OSError, ValueError, KeyError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelLoadError(f"tokenizer {where}: cannot be loaded ({reason})") from error
+
+
 def load_policy(
     path: str | Path, device: torch.device | str = "cpu"
 ) -> tuple[PreTrainedModel, Any]:
     """A saved HF model (``save_pretrained``, with its tokenizer), in fp32 on ``device``: a
     shipped model by name (:func:`shipped_models`), a checkpoint of this trainer, or any
-    causal LM folder or Hugging Face name.
+    causal LM folder or Hugging Face name. No code of the folder's own is ever run.
 
     Raises :class:`ModelLoadError` (one line naming the path) for a missing or corrupt
-    folder, or a tokenizer with ids the model has no embedding for.
+    folder, a folder that names code of its own (:func:`refuse_custom_code`), or a
+    tokenizer with ids the model has no embedding for.
     """
     where = resolve_model_path(path)
+    refuse_custom_code(where)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(where)
-        model = AutoModelForCausalLM.from_pretrained(where, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(
+            where, dtype=torch.float32, trust_remote_code=False
+        )
     except (OSError, ValueError, KeyError, pickle.UnpicklingError) as error:
         if not Path(where).exists():
             shipped = ", ".join(shipped_models()) or "none"

@@ -132,9 +132,11 @@ def _load_gguf(path: Path) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(path.parent), gguf_file=path.name, trust_remote_code=False
+        )
         loaded = AutoModelForCausalLM.from_pretrained(
-            str(path.parent), gguf_file=path.name, dtype=torch.float32
+            str(path.parent), gguf_file=path.name, dtype=torch.float32, trust_remote_code=False
         )
     except ImportError as error:  # transformers names the missing `gguf` package
         raise WheelModelMissing(f"reading {path.name} needs the gguf package: {error}") from None

@@ -34,6 +34,7 @@ from ..models import (
     build_tiny_model,
     build_tokenizer,
     load_policy,
+    refuse_custom_code,
     resolve_model_path,
 )
 from ..sft import ExpertEpisode, corpus, expert_transcript, sft_lr_factor
@@ -133,9 +134,10 @@ def pretrain(config: PretrainConfig, console: Any = None) -> Path:
     if resume is not None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(resume.directory)
+        refuse_custom_code(resume.directory)
+        tokenizer = AutoTokenizer.from_pretrained(resume.directory, trust_remote_code=False)
         model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(
-            resume.directory, dtype=torch.float32
+            resume.directory, dtype=torch.float32, trust_remote_code=False
         )
         console.print(f"resuming after step {resume.state['step']}")
     elif config.init_from is not None:
