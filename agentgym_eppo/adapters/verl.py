@@ -72,7 +72,10 @@ class AgentGymAgentLoop(AgentLoopBase):
                 "AgentGymAgentLoop needs extra_info['task'] in each sample (verl_rows writes it)"
             )
         session = await self.loop.run_in_executor(
-            None, lambda: EpisodeSession(str(extra["task"]), extra.get("env_kwargs"))
+            None,
+            lambda: EpisodeSession(  # verl renders the replies with this tokenizer's template
+                str(extra["task"]), extra.get("env_kwargs"), tokenizer=self.tokenizer
+            ),
         )
         try:
             return await self._play(session, extra, list(kwargs["raw_prompt"]), sampling_params)

@@ -56,6 +56,7 @@ def _eval(args: argparse.Namespace) -> int:
             limits = EndpointLimits(args.request_deadline, args.max_body_bytes, args.max_failures)
         except ValueError as error:
             raise CLIError(str(error)) from None
+        tokenizer = _endpoint_tokenizer(args.tokenizer, args.model)
         result = evaluate_endpoint(
             args.endpoint,
             args.model,
@@ -66,6 +67,7 @@ def _eval(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             max_tokens=args.max_tokens,
             limits=limits,
+            tokenizer=tokenizer,
         )
     else:
         if not args.checkpoint:
@@ -117,6 +119,25 @@ def _eval(args: argparse.Namespace) -> int:
     if result.get("partial"):  # interrupted
         return 130
     return 0
+
+
+def _endpoint_tokenizer(name: str | None, model: str) -> object:
+    """The served model's tokenizer, whose special tokens are escaped in the env's text:
+    ``--tokenizer``, else the ``--model`` name when it is a folder or a model known here;
+    else none (a warning: only the common control-token forms are escaped)."""
+    from .training.models import NAMED_MODELS, load_tokenizer, shipped_models
+
+    if name is None and (Path(model).is_dir() or model in (*shipped_models(), *NAMED_MODELS)):
+        name = model
+    if name is None:
+        print(
+            f"agentgym-eppo eval: warning: no tokenizer for {model!r} (--tokenizer): the "
+            "environment's text is escaped for the common control-token forms only, not "
+            "for the served model's own special tokens",
+            file=sys.stderr,
+        )
+        return None
+    return load_tokenizer(name)
 
 
 def _fetch_model(args: argparse.Namespace) -> int:
@@ -206,6 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--checkpoint", help="a saved model folder (with its tokenizer)")
     evaluate.add_argument("--endpoint", help="OpenAI-compatible base URL, e.g. http://host/v1")
     evaluate.add_argument("--model", help="the endpoint's model name (with --endpoint)")
+    evaluate.add_argument(
+        "--tokenizer",
+        help="the served model's tokenizer (a folder, a model name here, a Hugging Face name) "
+        "with --endpoint: its special tokens are escaped in the environment's text (default: "
+        "--model, when it is a folder or a model known here)",
+    )
     evaluate.add_argument("--api-key-env", help="environment variable holding the API key")
     evaluate.add_argument(
         "--request-deadline",

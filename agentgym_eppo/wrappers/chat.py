@@ -10,11 +10,15 @@ served model's chat endpoint), and those render the whole string with control to
 parsed. So the environment's text (the task and every tool result) is escaped on the
 way in (:class:`ControlTokenEscaper`): each control token's text gets a zero-width space
 after its first character, and can no longer close the turn or open an assistant one.
+The forms are the common templates' (:data:`CONTROL_TOKEN_PATTERNS`) plus, given the
+tokenizer that renders the messages, every one of its special tokens
+(:func:`tokenizer_escaper`): SmolLM2's ``<file_sep>`` is in no list of forms.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -39,8 +43,8 @@ CONTROL_TOKEN_PATTERNS = (
     r"\[/?INST\]",  # Llama 2, Mistral
     r"<(?:start|end)_of_turn>",  # Gemma
 )
-"""The control-token forms escaped by default; a tokenizer with others (its added tokens:
-``tokenizer.get_added_vocab()``) passes them as ``ChatHistory(control_tokens=...)``."""
+"""The control-token forms escaped whatever the tokenizer; a tokenizer's own special
+tokens are added by :func:`tokenizer_escaper` (``ChatHistory(env, tokenizer=...)``)."""
 
 
 class ControlTokenEscaper:
@@ -79,7 +83,40 @@ class ControlTokenEscaper:
 
 
 escape_control_tokens = ControlTokenEscaper()
-"""The default escaper (:data:`CONTROL_TOKEN_PATTERNS`)."""
+"""The default escaper (:data:`CONTROL_TOKEN_PATTERNS`), for text whose tokenizer is unknown."""
+
+
+def special_token_texts(tokenizer: Any) -> frozenset[str]:
+    """The text of every token ``tokenizer`` reads as a special id: its named special
+    tokens and every added token it marks special.
+
+    ``all_special_tokens`` alone misses most of them: SmolLM2 names 3 of its 17
+    (``<file_sep>``, ``<repo_name>``... are added tokens marked special), agentgym-tiny
+    3 of its 7 (``<tool_call>``, ``</tool_call>``...).
+    """
+    texts = {str(token) for token in getattr(tokenizer, "all_special_tokens", ())}
+    for token in dict(getattr(tokenizer, "added_tokens_decoder", {})).values():
+        if getattr(token, "special", False):
+            texts.add(str(getattr(token, "content", token)))
+    return frozenset(texts)
+
+
+def tokenizer_escaper(tokenizer: Any) -> ControlTokenEscaper:
+    """The escaper for text that ``tokenizer`` will encode: :data:`CONTROL_TOKEN_PATTERNS`
+    and every special token of the tokenizer (:func:`special_token_texts`); ``None``
+    gives :data:`escape_control_tokens`. Escapers are shared between tokenizers with the
+    same special tokens.
+
+    Raises ``ValueError`` for a special token the escaper cannot break (one character).
+    """
+    if tokenizer is None:
+        return escape_control_tokens
+    return _escaper_of(special_token_texts(tokenizer))
+
+
+@functools.lru_cache(maxsize=16)
+def _escaper_of(tokens: frozenset[str]) -> ControlTokenEscaper:
+    return ControlTokenEscaper(tokens)
 
 
 class MessageList(Space[list[Message]]):
@@ -119,8 +156,9 @@ class ChatHistory(gym.Wrapper[Any, Any, Any, Any]):
     format; ``fmt=None`` is function calling (tools go to the template via ``info``).
 
     The task and every tool result are escaped (:class:`ControlTokenEscaper`), so no
-    chat template turns them into control tokens; ``control_tokens`` adds the tokens of
-    a template beyond :data:`CONTROL_TOKEN_PATTERNS`.
+    chat template turns them into control tokens. Pass the ``tokenizer`` that renders
+    the messages: its special tokens are escaped too (:func:`tokenizer_escaper`);
+    without it only :data:`CONTROL_TOKEN_PATTERNS` are. ``control_tokens`` adds more.
     """
 
     def __init__(
@@ -128,12 +166,15 @@ class ChatHistory(gym.Wrapper[Any, Any, Any, Any]):
         env: gym.Env[Any, Any],
         fmt: str | ToolCallFormat | None = None,
         control_tokens: Iterable[str] = (),
+        *,
+        tokenizer: Any = None,
     ) -> None:
         super().__init__(env)
         self.format = get_format(fmt) if fmt is not None else None
-        self.escape = (
-            ControlTokenEscaper(control_tokens) if control_tokens else escape_control_tokens
-        )
+        extra = set(control_tokens)
+        if tokenizer is not None:
+            extra |= special_token_texts(tokenizer)
+        self.escape = _escaper_of(frozenset(extra)) if extra else escape_control_tokens
         self.observation_space = MessageList()
         self.messages: list[Message] = []
         self._tools: list[dict[str, Any]] = []

@@ -27,10 +27,15 @@ NOT_RUN = "Not executed: only one tool call per turn is allowed; this one was ig
 
 
 class OpenAIToolsView:
-    """Messages and tools in OpenAI's chat format over one env (task id or Gymnasium id)."""
+    """Messages and tools in OpenAI's chat format over one env (task id or Gymnasium id).
 
-    def __init__(self, task: str, env_kwargs: Mapping[str, Any] | None = None) -> None:
-        self.session = EpisodeSession(task, env_kwargs)
+    ``tokenizer``: the served model's, when known; its special tokens are escaped in the
+    environment's text (:class:`EpisodeSession`)."""
+
+    def __init__(
+        self, task: str, env_kwargs: Mapping[str, Any] | None = None, *, tokenizer: Any = None
+    ) -> None:
+        self.session = EpisodeSession(task, env_kwargs, tokenizer=tokenizer)
         self.messages: list[dict[str, Any]] = []
 
     @property

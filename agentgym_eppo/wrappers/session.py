@@ -7,10 +7,12 @@ call or a text action, know when the episode is over and what it earned, and rel
 the env's resources. :class:`EpisodeSession` is that, over any ``AgentBench-*`` env.
 
 Every library it serves renders the text it returns with a chat template, so the task
-text and every observation come out with their control-token forms escaped
-(:data:`~agentgym_eppo.wrappers.chat.escape_control_tokens`): a database row or a shell's
-output that spells ``<|im_end|>`` cannot close the tool turn and forge an assistant turn
-in the model's context.
+text and every observation come out with their control-token forms escaped: a database
+row or a shell's output that spells ``<|im_end|>`` cannot close the tool turn and forge
+an assistant turn in the model's context. Given the tokenizer that renders it, every
+special token of that tokenizer is escaped too
+(:func:`~agentgym_eppo.wrappers.chat.tokenizer_escaper`); without it, the common forms
+(:data:`~agentgym_eppo.wrappers.chat.escape_control_tokens`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import gymnasium as gym
 from agentgym_eppo.core import Status
 from agentgym_eppo.vector.layout import resolve_env_id
 
-from .chat import escape_control_tokens
+from .chat import tokenizer_escaper
 
 EPISODE_OVER = "The episode is over; no further tool calls are accepted."
 
@@ -38,7 +40,8 @@ class EpisodeSession:
 
     ``reward`` is the episode's return so far; :meth:`final_reward` ends a still
     running episode (status ``unfinished_status``, the abort penalty) so that a rollout
-    the model abandoned scores like any other abnormal end.
+    the model abandoned scores like any other abnormal end. ``tokenizer``: the one that
+    will encode the returned text, whose special tokens are escaped in it.
     """
 
     def __init__(
@@ -47,8 +50,10 @@ class EpisodeSession:
         env_kwargs: Mapping[str, Any] | None = None,
         *,
         unfinished_status: Status = Status.AGENT_INVALID_ACTION,
+        tokenizer: Any = None,
     ) -> None:
         self.task = task
+        self.escape = tokenizer_escaper(tokenizer)
         self.env = make_env(task, env_kwargs)
         self.unfinished_status = unfinished_status
         self.reward = 0.0
@@ -83,7 +88,7 @@ class EpisodeSession:
         observation, info = self.env.reset(seed=seed, options=options)
         self.reward, self.done, self.turns = 0.0, False, 0
         self.info, self.reset_info = dict(info), dict(info)
-        return escape_control_tokens(str(observation))
+        return self.escape(str(observation))
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> str:
         """Run one tool call; returns the observation (or a note once the episode is over)."""
@@ -99,7 +104,7 @@ class EpisodeSession:
         self.reward += float(reward)
         self.done = bool(terminated or truncated)
         self.info = dict(info)
-        return escape_control_tokens(str(observation)), float(reward), self.done, dict(info)
+        return self.escape(str(observation)), float(reward), self.done, dict(info)
 
     def final_reward(self) -> float:
         """The episode's return, ending it first with the abort penalty if it still runs."""

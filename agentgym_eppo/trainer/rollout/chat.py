@@ -32,9 +32,10 @@ if TYPE_CHECKING:  # only annotations: the CLI reads PROMPT_STYLES without loadi
 # text: see tiny_model.CHAT_TEMPLATE (and Qwen2.5's template, which it follows).
 TOOL_TURN = "\n<|im_start|>user\n<tool_response>\n{observation}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
 
-# The markers of a Hermes call: in an expert's turn, the only text that may become control
-# tokens (the model writes them as such); its arguments are the environment's text.
-CALL_MARKERS = re.compile(r"(<tool_call>|</tool_call>)")
+# A Hermes call as the expert writes it (FunctionCall.to_hermes): its opening and closing
+# markers are the only text of an expert's turn that may become control tokens (the
+# model writes them as such); what lies between holds the environment's text.
+HERMES_CALL = re.compile(r"(<tool_call>)(.*)(</tool_call>)", re.DOTALL)
 
 # Stands in for an untrusted message while the chat template renders (private-use
 # characters, which no template or task writes), so the text can be found and encoded apart.
@@ -168,11 +169,17 @@ def observation_token_ids(tokenizer: PreTrainedTokenizerBase, observation: str) 
 def action_token_ids(tokenizer: PreTrainedTokenizerBase, action: str) -> list[int]:
     """An expert's turn as the model would write it, closed with the end-of-turn token.
 
-    Only the Hermes call markers (:data:`CALL_MARKERS`) may become control tokens: the
-    rest, often an argument copied from an observation, is plain text, as the model
-    would have to spell it.
+    Only the markers that open and close a turn that is one Hermes call
+    (:data:`HERMES_CALL`) may become control tokens: the rest, often an argument copied
+    from an observation, is plain text, as the model would have to spell it, even where
+    it spells ``</tool_call>`` or another special token of the tokenizer.
     """
-    pieces = [(part, bool(CALL_MARKERS.fullmatch(part))) for part in CALL_MARKERS.split(action)]
+    call = HERMES_CALL.fullmatch(action)
+    if call is None:
+        pieces = [(action, False)]
+    else:
+        opening, inside, closing = call.groups()
+        pieces = [(opening, True), (inside, False), (closing, True)]
     return [*encode_untrusted(tokenizer, pieces), int(tokenizer.eos_token_id)]
 
 

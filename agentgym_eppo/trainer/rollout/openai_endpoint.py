@@ -4,6 +4,10 @@ hosted APIs): AgentBench's way of evaluating a served model.
 The model gets the task's system prompt, tool schemas and the dialogue as chat messages;
 its message (a ``tool_calls`` entry or plain text) is the action. Results use the same
 JSON as the local evaluation (:func:`agentgym_eppo.trainer.evaluation.summarize`).
+
+The server renders the messages with its template, special tokens parsed, so the task
+text and every reply are escaped: the common control-token forms, and every special
+token of the served model's tokenizer when it is given (``tokenizer``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 import gymnasium as gym
 
 from agentgym_eppo.trainer.evaluation import resolve_task, summarize
-from agentgym_eppo.wrappers.chat import escape_control_tokens
+from agentgym_eppo.wrappers.chat import ControlTokenEscaper, tokenizer_escaper
 
 from .chat import Transcript
 from .episodes import Episode
@@ -45,10 +49,13 @@ def evaluate_endpoint(
     max_tokens: int = 1024,
     env_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
     limits: EndpointLimits = DEFAULT_LIMITS,
+    tokenizer: Any = None,
 ) -> dict[str, Any]:
     """AgentBench-style evaluation of a served model: the model gets the task's system
     prompt, tool schemas and the dialogue; its message (a ``tool_calls`` entry or text)
-    is the action. Instances are played in order, one at a time.
+    is the action. Instances are played in order, one at a time. ``tokenizer``: the
+    served model's, whose special tokens are escaped in the environment's text (without
+    it, only the common control-token forms are).
 
     The result is :func:`summarize`'s JSON over the episodes the model finished, plus
     ``failed`` (each episode whose request failed: task, instance, turns and the
@@ -61,6 +68,7 @@ def evaluate_endpoint(
     not_played: dict[str, int] = {}
     stopped: str | None = None
     streak = 0
+    escape = tokenizer_escaper(tokenizer)
     for task_id in tasks:
         env = gym.make(
             resolve_task(task_id), split=split, **dict((env_kwargs or {}).get(task_id, {}))
@@ -72,7 +80,15 @@ def evaluate_endpoint(
                 if stopped is None:
                     try:
                         episode = _play_endpoint_episode(
-                            env, index, base_url, model, api_key, temperature, max_tokens, limits
+                            env,
+                            index,
+                            base_url,
+                            model,
+                            api_key,
+                            temperature,
+                            max_tokens,
+                            limits,
+                            escape,
                         )
                     except KeyboardInterrupt:
                         stopped = "interrupted"
@@ -108,12 +124,13 @@ def _play_endpoint_episode(
     temperature: float,
     max_tokens: int,
     limits: EndpointLimits,
+    escape: ControlTokenEscaper,
 ) -> Episode:
     observation, info = env.reset(options={"index": index})
     tools = list(info.get("tools") or [])
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": info["system_prompt"]},
-        {"role": "user", "content": escape_control_tokens(observation)},
+        {"role": "user", "content": escape(observation)},
     ]
     episode = Episode(
         slot=index,
@@ -160,7 +177,7 @@ def _play_endpoint_episode(
             episode.score = float(step_info.get("score", 0.0))
             return episode
         # the server renders and tokenizes the messages: the env's text is escaped
-        reply = escape_control_tokens(observation)
+        reply = escape(observation)
         tool_message: dict[str, Any] = {"role": "tool", "content": reply}
         if calls and calls[0].get("id"):
             tool_message["tool_call_id"] = calls[0]["id"]
