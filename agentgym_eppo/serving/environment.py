@@ -8,6 +8,8 @@ first ``reset``, so a session that never plays costs nothing, and it is closed (
 sandbox, database, store or game freed) by ``close``, which OpenEnv calls when the
 client closes, disconnects or is killed, or the session idles past the timeout. A reset
 frees the previous episode's resources first, as in-process; so does an episode's end.
+A served OS env keeps no sandbox started ahead for the next episode (``prestart``, see
+:data:`SERVING_DEFAULTS`): an idle session holds no sandbox, and the next reset starts one.
 
 What the client gets wrong is a :class:`RequestError`, whose message says what to send
 instead; the server turns it into OpenEnv's error shape.
@@ -15,6 +17,7 @@ instead; the server turns it into OpenEnv's error shape.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +30,22 @@ from agentgym_eppo.core.base_env import RESET_OPTIONS
 from agentgym_eppo.registration import env_id_for
 
 from .types import AgentBenchAction, AgentBenchObservation, AgentBenchState
+
+SERVING_DEFAULTS: dict[str, dict[str, Any]] = {"os": {"prestart": False}}
+"""``gym.make`` keywords a served task gets unless ``--env`` sets them: an OS env that
+prestarts keeps the next episode's sandbox running from one episode's end to the next
+reset, which for a session left open after its episode is a sandbox held for nothing."""
+
+
+def gym_kwargs(task: str, env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The keywords ``gym.make`` gets for ``task`` on the server.
+
+    >>> gym_kwargs("os", {"split": "dev"})
+    {'prestart': False, 'split': 'dev'}
+    >>> gym_kwargs("os", {"prestart": True})
+    {'prestart': True}
+    """
+    return {**SERVING_DEFAULTS.get(task, {}), **env_kwargs}
 
 
 class RequestError(Exception):
@@ -61,6 +80,10 @@ class AgentBenchEnvironment(Environment[AgentBenchAction, AgentBenchObservation,
         self._env: gym.Env[str, Any] | None = None
         self._closed = False
         self._state = AgentBenchState(task_id=task)
+        self.last_active = time.time()
+        """When a reset or step last started or ended (``time.time()``, OpenEnv's clock):
+        the server's idle timeout counts from it, so that cheaper messages (state, MCP
+        calls) do not keep a session alive."""
 
     def reset(
         self,
@@ -77,6 +100,7 @@ class AgentBenchEnvironment(Environment[AgentBenchAction, AgentBenchObservation,
                 f"episode_id, options, and the options {', '.join(RESET_OPTIONS)} at top level"
             )
         merged = {**dict(options or {}), **kwargs}
+        self.last_active = time.time()
         env = self._gym_env()
         try:
             text, info = env.reset(seed=seed, options=merged)
@@ -85,6 +109,8 @@ class AgentBenchEnvironment(Environment[AgentBenchAction, AgentBenchObservation,
             if self._state.status is not None:
                 self._state.status = env.unwrapped.status.value  # type: ignore[attr-defined]
             raise RequestError(f"reset refused: {_message(error)}") from error
+        finally:
+            self.last_active = time.time()
         self._state = AgentBenchState(
             task_id=self.task,
             episode_id=episode_id,
@@ -111,7 +137,11 @@ class AgentBenchEnvironment(Environment[AgentBenchAction, AgentBenchObservation,
             raise SessionStateError(
                 f"the episode has ended ({self._state.status}): send reset to start another"
             )
-        text, reward, terminated, truncated, info = self._env.step(action.env_action())
+        self.last_active = time.time()
+        try:
+            text, reward, terminated, truncated, info = self._env.step(action.env_action())
+        finally:
+            self.last_active = time.time()
         self._state.step_count += 1
         self._state.turn = int(info["turn"])
         self._state.status = info["status"]
@@ -144,7 +174,7 @@ class AgentBenchEnvironment(Environment[AgentBenchAction, AgentBenchObservation,
 
     def _gym_env(self) -> gym.Env[str, Any]:
         if self._env is None:
-            self._env = gym.make(env_id_for(self.task), **self.env_kwargs)
+            self._env = gym.make(env_id_for(self.task), **gym_kwargs(self.task, self.env_kwargs))
         return self._env
 
     def _check_open(self) -> None:
