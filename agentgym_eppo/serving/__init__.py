@@ -3,6 +3,8 @@
 - :mod:`.types`: OpenEnv's Action, Observation and State for the tasks;
 - :mod:`.environment`: one session's environment (OpenEnv's ``Environment``);
 - :mod:`.server`: OpenEnv's ``HTTPEnvServer`` with the limits, run by uvicorn;
+- :mod:`.sessions`: one pool of session slots for every route, the idle timeout;
+- :mod:`.guards`: the token, and what the routes must not receive;
 - :mod:`.client`: a typed OpenEnv ``EnvClient``;
 - :mod:`.process`: a server in a subprocess (for tests, benchmarks, many servers);
 - :mod:`.command`: the command line.

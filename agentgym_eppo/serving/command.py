@@ -11,6 +11,7 @@ CLI builds its parser from here; OpenEnv is imported only when a server starts).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from .limits import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_PORT,
     LOOPBACK,
+    TOKEN_ENV,
 )
 
 
@@ -35,20 +37,33 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--host",
         default=LOOPBACK,
         help="address to bind; anything but loopback exposes the task to the network "
-        "(an OS episode runs the client's shell commands): see docs/serving.md",
+        "(an OS episode runs the client's shell commands) and needs --token or --no-auth: "
+        "see docs/serving.md",
+    )
+    parser.add_argument(
+        "--token",
+        default=None,
+        help=f"a secret every request must carry (clients connect to "
+        f"http://agentgym:TOKEN@host:port); default: the {TOKEN_ENV} variable, which "
+        "keeps it out of the process list",
+    )
+    parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="serve beyond loopback without a token (anyone who reaches the port plays)",
     )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (0: a free one)")
     parser.add_argument(
         "--max-sessions",
         type=int,
         default=DEFAULT_MAX_SESSIONS,
-        help="live WebSocket sessions at most",
+        help="session slots: live WebSocket sessions and stateless resets, together",
     )
     parser.add_argument(
         "--idle-timeout",
         type=float,
         default=DEFAULT_IDLE_TIMEOUT_S,
-        help="seconds without a message after which a session is closed",
+        help="seconds without a reset or step after which a session and its connection are closed",
     )
     parser.add_argument(
         "--max-body-bytes",
@@ -93,6 +108,8 @@ def run_serve(args: argparse.Namespace) -> int:
         idle_timeout_s=args.idle_timeout,
         max_body_bytes=args.max_body_bytes,
         env_kwargs=env_kwargs(args.env),
+        token=args.token or os.environ.get(TOKEN_ENV) or None,
+        no_auth=args.no_auth,
     )
 
     def ready(url: str) -> None:

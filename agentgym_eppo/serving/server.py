@@ -1,19 +1,24 @@
 """The OpenEnv server of one task: OpenEnv's ``HTTPEnvServer`` on a FastAPI app, run by
 uvicorn.
 
-Everything OpenEnv serves is OpenEnv's: ``/ws`` (one session, one environment, per
-WebSocket connection, at most ``max_sessions`` at once, idle ones closed after
-``idle_timeout_s``), the stateless ``/reset``, ``/step`` and ``/state``, ``/schema``,
-``/metadata`` and ``/health``. This module adds only what a shared server needs
-around it:
+What OpenEnv serves is OpenEnv's: ``/ws`` (one session, one environment, per WebSocket
+connection, idle ones closed after ``idle_timeout_s``), the stateless ``/reset``,
+``/step`` and ``/state``, ``/schema``, ``/metadata``, ``/health`` and ``/mcp``. This
+module adds what a shared server needs around it:
 
-- ``GET /sessions``: the live session count and the limit (OpenEnv's
-  ``ServerCapacityStatus``);
+- one pool of ``max_sessions`` slots for WebSocket sessions and stateless resets, the
+  idle timeout on real activity, and no session without a connection
+  (:mod:`.sessions`);
+- ``GET /sessions``: the slots taken and the limit (OpenEnv's ``ServerCapacityStatus``);
+- a token on every route when ``token`` is set, required to serve beyond loopback
+  (:class:`~.guards.TokenGuard`);
 - a limit on request bodies (``max_body_bytes``): a larger HTTP body is answered 413,
   a larger WebSocket message closes that connection with code 1009 (the WebSocket
-  protocol's "message too big");
+  protocol's "message too big"); bodies and messages that OpenEnv cannot answer
+  cleanly are refused before they reach it (:mod:`.guards`);
 - errors as FastAPI's ``{"detail": ...}`` with a 4xx status for what the client got
-  wrong, and a 500 that names the error without a traceback for a server fault;
+  wrong (quoting its input in part), and a 500 that names the error without a traceback
+  for a server fault;
 - closing every session still open when the server stops.
 
 >>> config = ServeConfig(task="db", max_sessions=4)
@@ -23,14 +28,16 @@ around it:
 Traceback (most recent call last):
 ...
 ValueError: max_sessions must be at least 1, got 0
+>>> ServeConfig(task="db", host="0.0.0.0")
+Traceback (most recent call last):
+...
+ValueError: serving on 0.0.0.0 lets anyone who reaches the port play episodes (the OS task runs their shell commands): give a token (--token, or the AGENTGYM_EPPO_SERVE_TOKEN variable), or pass --no-auth to serve without one
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
-import json
+import ipaddress
 import logging
 import socket
 from collections.abc import Callable, Mapping
@@ -38,29 +45,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from openenv.core.env_server.http_server import HTTPEnvServer
-from openenv.core.env_server.types import (
-    ConcurrencyConfig,
-    ServerCapacityStatus,
-    WSErrorCode,
-    WSErrorResponse,
-)
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from starlette.websockets import WebSocketDisconnect
-from uvicorn.protocols.utils import ClientDisconnected
+from openenv.core.env_server.types import ConcurrencyConfig, ServerCapacityStatus
 
 from agentgym_eppo.registration import ENVIRONMENTS, env_id_for
 
-from .environment import AgentBenchEnvironment, RequestError
+from .environment import AgentBenchEnvironment, RequestError, gym_kwargs
+from .guards import BodyLimit, TokenGuard, WebSocketGuard, clip_errors, clip_text
 from .limits import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_PORT,
     LOOPBACK,
+    MAX_ERROR_CHARS,
+    MIN_TOKEN_CHARS,
+    TOKEN_ENV,
 )
+from .sessions import SessionServer
 from .types import AgentBenchObservation, action_class
 
 logger = logging.getLogger(__name__)
@@ -74,13 +78,20 @@ class ServeConfig:
     host: str = LOOPBACK
     port: int = DEFAULT_PORT
     max_sessions: int = DEFAULT_MAX_SESSIONS
-    """Live WebSocket sessions at most; one more is refused with ``CAPACITY_REACHED``."""
+    """Session slots: live WebSocket sessions (``/ws`` and ``/mcp``) and stateless resets
+    running, together; one more session is refused with ``CAPACITY_REACHED``, one more
+    stateless reset with 503."""
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
-    """A session with no message for this long is closed (checked every
-    ``max(idle_timeout_s / 4, 5)`` seconds, OpenEnv's reaper period)."""
+    """A session with no reset or step for this long is closed, and its connection
+    (checked every ``max(idle_timeout_s / 4, 5)`` seconds, OpenEnv's reaper period)."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     """Passed to ``gym.make`` for every session (``split``, ``tasks``, ``db_url``, ...)."""
+    token: str | None = field(default=None, repr=False)
+    """When set, every request and WebSocket handshake must carry it (see
+    :class:`~.guards.TokenGuard`); required to serve on an address other than loopback."""
+    no_auth: bool = False
+    """Serve beyond loopback without a token: anyone who reaches the port plays."""
 
     def __post_init__(self) -> None:
         if self.task not in ENVIRONMENTS:
@@ -93,6 +104,48 @@ class ServeConfig:
             raise ValueError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if self.token is not None and len(self.token) < MIN_TOKEN_CHARS:
+            raise ValueError(
+                f"the token must have at least {MIN_TOKEN_CHARS} characters, got "
+                f"{len(self.token)}: make one with python -c 'import secrets; "
+                "print(secrets.token_urlsafe(24))'"
+            )
+        if self.token is None and not self.no_auth and not is_loopback(self.host):
+            raise ValueError(
+                f"serving on {self.host} lets anyone who reaches the port play episodes "
+                f"(the OS task runs their shell commands): give a token (--token, or the "
+                f"{TOKEN_ENV} variable), or pass --no-auth to serve without one"
+            )
+
+    def exposure_warning(self) -> str | None:
+        """What to warn of before serving on this address, or None (loopback)."""
+        if is_loopback(self.host):
+            return None
+        if self.token is None:
+            return (
+                f"serving {self.task} on {self.host} WITHOUT authentication (--no-auth): "
+                "anyone who reaches the port plays episodes (the OS task runs their shell "
+                "commands); see docs/serving.md, 'Exposing a server'"
+            )
+        return (
+            f"serving {self.task} on {self.host}: clients need the token, which travels "
+            "unencrypted (no TLS); keep the port on a private network or behind a TLS "
+            "proxy; see docs/serving.md, 'Exposing a server'"
+        )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only.
+
+    >>> [is_loopback(host) for host in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "10.0.0.2")]
+    [True, True, True, False, False]
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: it may resolve to anything
+        return False
 
 
 def build_app(config: ServeConfig, *, check_env: bool = True) -> FastAPI:
@@ -101,7 +154,7 @@ def build_app(config: ServeConfig, *, check_env: bool = True) -> FastAPI:
     factory = functools.partial(AgentBenchEnvironment, config.task, dict(config.env_kwargs))
     if check_env:
         _check_environment(config)
-    server = HTTPEnvServer(
+    server = SessionServer(
         factory,
         action_class(config.task),
         AgentBenchObservation,
@@ -117,19 +170,18 @@ def build_app(config: ServeConfig, *, check_env: bool = True) -> FastAPI:
 
     @app.get("/sessions", response_model=ServerCapacityStatus, tags=["Health"])
     async def sessions() -> ServerCapacityStatus:
-        """Live WebSocket sessions and the limit."""
+        """Slots taken (live sessions and stateless resets running) and the limit."""
         return server.get_capacity_status()
 
-    async def close_open_sessions() -> None:
-        # uvicorn ends open WebSockets on shutdown; what OpenEnv still holds is closed here
-        for session_id in list(server._sessions):
-            await server._destroy_session(session_id)
-
-    app.router.on_shutdown.append(close_open_sessions)
+    app.router.on_shutdown.append(server.close_all)
     app.add_exception_handler(RequestError, _request_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _server_error)
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(WebSocketGuard)
+    if config.token is not None:
+        app.add_middleware(TokenGuard, token=config.token)  # outermost: checked first
     app.state.openenv_server = server
     app.state.config = config
     return app
@@ -138,7 +190,7 @@ def build_app(config: ServeConfig, *, check_env: bool = True) -> FastAPI:
 def bind(config: ServeConfig) -> tuple[Any, socket.socket, str]:
     """A uvicorn server for ``config`` and its bound socket and base URL (``port=0``
     binds a free port); ``server.run(sockets=[sock])`` serves, ``server.should_exit =
-    True`` stops it."""
+    True`` stops it. Beyond loopback, logs :meth:`ServeConfig.exposure_warning`."""
     import uvicorn
 
     app = build_app(config)
@@ -147,6 +199,9 @@ def bind(config: ServeConfig) -> tuple[Any, socket.socket, str]:
     sock.bind((config.host, config.port))
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    warning = config.exposure_warning()
+    if warning is not None:
+        logger.warning("%s", warning)
     # ws_max_size bounds a WebSocket message as the middleware bounds an HTTP body;
     # pings find a peer that vanished without closing its connection
     uv_config = uvicorn.Config(
@@ -175,144 +230,36 @@ def serve(config: ServeConfig, *, on_ready: Callable[[str], None] | None = None)
     server.run(sockets=[sock])
 
 
-class BodyLimit:
-    """Answers 413 to an HTTP request whose body exceeds ``max_bytes`` (declared or
-    streamed), before the app reads it; WebSocket messages are limited by uvicorn."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
-            return
-        chunks: list[Message] = []
-        size = 0
-        while True:
-            message = await receive()
-            chunks.append(message)
-            size += len(message.get("body", b""))
-            if size > self.max_bytes:
-                await self._refuse(send)
-                return
-            if message["type"] != "http.request" or not message.get("more_body", False):
-                break
-
-        async def replay() -> Message:
-            return chunks.pop(0) if chunks else await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {"detail": f"request body larger than the server's limit of {self.max_bytes} bytes"}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-
-class WebSocketGuard:
-    """What OpenEnv's ``/ws`` endpoint needs around it to serve every client cleanly.
-
-    - A session over the limit: OpenEnv sends its ``CAPACITY_REACHED`` error and closes
-      at once, before the client has sent anything, so the client's first ``send`` meets
-      a closed connection and reports only that. Here the close waits (up to
-      :data:`REFUSAL_WAIT_S`) for the client's first message, so that the client reads
-      the error as its answer, and carries code 1013 (try again later) and the reason.
-    - A message whose JSON holds a lone surrogate (``"\\ud800"``): OpenEnv would pass it
-      on, and the answer that echoes it cannot be encoded, which ends the session. Here
-      it is answered with OpenEnv's ``VALIDATION_ERROR`` and never reaches the session.
-    - A peer that leaves while its session closes is the end of that session, not a
-      server error.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "websocket":
-            await self.app(scope, receive, send)
-            return
-        refusal: list[str] = []
-
-        async def guarded_receive() -> Message:
-            while True:
-                message = await receive()
-                problem = _unencodable(message.get("text"))
-                if problem is None:
-                    return message
-                await send({"type": "websocket.send", "text": _ws_error(problem, _INVALID)})
-
-        async def guarded_send(message: Message) -> None:
-            if message["type"] == "websocket.send":
-                code, text = _ws_error_code(message.get("text"))
-                if code == _CAPACITY:
-                    refusal.append(text)
-            elif message["type"] == "websocket.close" and refusal:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(receive(), REFUSAL_WAIT_S)
-                message = {**message, "code": 1013, "reason": refusal[0][:120]}
-            await send(message)
-
-        with contextlib.suppress(WebSocketDisconnect, ClientDisconnected):
-            await self.app(scope, guarded_receive, guarded_send)
-
-
-_CAPACITY = WSErrorCode.CAPACITY_REACHED.value
-_INVALID = WSErrorCode.VALIDATION_ERROR.value
-REFUSAL_WAIT_S = 10.0
-
-
-def _unencodable(text: str | None) -> str | None:
-    """Why a message's JSON cannot travel back as UTF-8, or None."""
-    if text is None or "\\u" not in text:
-        return None
-    try:
-        json.dumps(json.loads(text), ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as error:
-        return f"the message holds a lone surrogate ({error.object[error.start]!r}): send valid Unicode"
-    except ValueError:  # not JSON: OpenEnv answers INVALID_JSON
-        return None
-    return None
-
-
-def _ws_error(message: str, code: str) -> str:
-    return WSErrorResponse(data={"message": message, "code": code}).model_dump_json()
-
-
-def _ws_error_code(text: str | None) -> tuple[str | None, str]:
-    """(code, message) of an OpenEnv error response, else (None, "")."""
-    if not text or not text.startswith('{"type":"error"'):
-        return None, ""
-    data = json.loads(text).get("data", {})
-    return data.get("code"), str(data.get("message", ""))
-
-
 async def _request_error(request: Request, error: Exception) -> JSONResponse:
     status = getattr(error, "status_code", 400)
-    return JSONResponse({"detail": str(error)}, status_code=status)
+    return JSONResponse({"detail": clip_text(str(error), MAX_ERROR_CHARS)}, status_code=status)
+
+
+async def _validation_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    return JSONResponse({"detail": clip_errors(error.errors())}, status_code=422)
+
+
+async def _http_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, HTTPException)
+    detail = error.detail
+    if isinstance(detail, list):  # OpenEnv's 422: pydantic's errors, the input in them
+        detail = clip_errors(detail)
+    elif isinstance(detail, str):
+        detail = clip_text(detail, MAX_ERROR_CHARS)
+    return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
 
 
 async def _server_error(request: Request, error: Exception) -> JSONResponse:
     logger.error("%s %s failed", request.method, request.url.path, exc_info=error)
     return JSONResponse(
-        {"detail": f"server error: {type(error).__name__}: {error}"}, status_code=500
+        {"detail": clip_text(f"server error: {type(error).__name__}: {error}", MAX_ERROR_CHARS)},
+        status_code=500,
     )
 
 
 def _check_environment(config: ServeConfig) -> None:
-    env = gym.make(env_id_for(config.task), **config.env_kwargs)
+    env = gym.make(env_id_for(config.task), **gym_kwargs(config.task, config.env_kwargs))
     try:
         logger.info("%s: %d task instances", config.task, env.unwrapped.num_tasks)  # type: ignore[attr-defined]
     finally:
