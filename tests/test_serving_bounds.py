@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -77,7 +78,9 @@ def env_log(monkeypatch: pytest.MonkeyPatch) -> _EnvLog:
     return log
 
 
-def test_stateless_resets_take_session_slots_and_one_worker_thread_each(env_log: _EnvLog) -> None:
+def test_stateless_resets_take_session_slots_and_one_worker_thread_each(
+    env_log: _EnvLog, caplog: pytest.LogCaptureFixture
+) -> None:
     with thread_server("db", max_sessions=1) as url:
 
         async def resets(count: int) -> list[httpx.Response]:
@@ -95,6 +98,7 @@ def test_stateless_resets_take_session_slots_and_one_worker_thread_each(env_log:
         assert env_log.most_alive == 1  # never more environments than slots
         # built and closed in the same thread: a DB env's SQLite connection needs it
         assert env_log.threads and all(built == closed for built, closed in env_log.threads)
+        assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
         assert wait_until(lambda: _live(url) == 0, timeout=10)
 
         # a WebSocket session holds the only slot: a stateless reset waits its turn
