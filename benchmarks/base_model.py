@@ -10,7 +10,7 @@ Writes the run's generated report, ``benchmarks/results/base-model/<RUN_DIR's na
 (its plots and ``evals.json`` beside it), and the score table of the model card
 (``agentgym_eppo/assets/models/agentgym-tiny/README.md``, between its ``scores`` markers).
 It never writes ``benchmarks/results/base-model.md``: that page is written by hand (the
-shipped run and the table of all runs; their history in ``base-model/HISTORY.md``).
+shipped run and the table of all runs, each with the commit that recorded it).
 
 The evaluation protocol is the CPU demo's (``configs/demo-cpu.yaml``: its tasks, eval
 instances per task, attempts per instance, temperature, seed, prompt style, rollout
