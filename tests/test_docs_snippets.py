@@ -44,10 +44,6 @@ NOT_TESTED: frozenset[tuple[str, str]] = frozenset(
             "needs a finished run's folder; tests/test_trainer_cli_entry_points.py runs diagnose on a real two-step run",
         ),
         (
-            "docs/scale.md",
-            "a fragment of a training loop on a Ray cluster (model, tokenizer, updater and limits come from the run); tests/test_scale_ray.py runs the same calls",
-        ),
-        (
             "docs/scaling.md",
             "joins a Ray cluster or runs under torchrun on every rank; tests/test_scale_ray.py and tests/support/scale_fsdp_worker.py run the same calls",
         ),
