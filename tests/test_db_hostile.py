@@ -599,3 +599,138 @@ def test_a_drop_held_up_by_a_lock_fails_in_seconds_and_start_up_cleanup_goes_on(
     assert not _admin_run(
         url, f"SELECT 1 FROM information_schema.schemata WHERE schema_name = '{name}'"
     )
+
+
+SESSION_MEMORY = {  # what the agent runs to fill its session's server memory, per server
+    "mariadb": {
+        "statements": "SET @a{k} = REPEAT('x', 16000000), @b{k} = REPEAT('y', 16000000)",
+        "one statement": "BEGIN NOT ATOMIC DECLARE i INT DEFAULT 0; WHILE i < 40 DO "
+        "EXECUTE IMMEDIATE CONCAT('SET @v', i, ' = REPEAT(''x'', 16000000)'); "
+        "SET i = i + 1; END WHILE; END",
+    },
+    "postgres": {
+        "statements": "SELECT set_config('agentgym.a{k}', repeat('x', 16000000), false) IS NULL, "
+        "set_config('agentgym.b{k}', repeat('y', 16000000), false) IS NULL",
+        "one statement": "DO $$ BEGIN FOR i IN 1..40 LOOP PERFORM set_config('agentgym.v' || i, "
+        "repeat('x', 16000000), false); END LOOP; END $$",
+    },
+}
+
+
+def _session_memory_of(url: str, user: str) -> int:
+    """Server memory of ``user``'s sessions, read as the tests' admin: MariaDB's
+    ``MEMORY_USED``, PostgreSQL's ``RssAnon`` of the backend process (0 where none)."""
+    if "mysql" in url:
+        rows = _admin_run(
+            url, f"SELECT MEMORY_USED FROM information_schema.PROCESSLIST WHERE USER = '{user}'"
+        )
+        return sum(int(row[0]) for row in rows)
+    rows = _admin_run(
+        url,
+        "SELECT substring(pg_read_file('/proc/' || pid || '/status') FROM 'RssAnon:\\s*(\\d+)') "
+        f"FROM pg_stat_activity WHERE usename = '{user}'",
+    )
+    return sum(int(row[0]) * 1024 for row in rows if row[0])
+
+
+@pytest.mark.parametrize("url", SERVERS)
+@pytest.mark.parametrize("how", ["statements", "one statement"])
+def test_server_memory_an_episode_session_holds_is_bounded(
+    url: str, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """User variables (MariaDB) and set_config (PostgreSQL) used to raise the session's
+    server memory without bound (40 values of 16 MB: 640 MB held until the episode's
+    end). Now the session is read after every statement (bound: 64 MiB) and every 0.1 s
+    while one runs (1 GiB, lowered here to 256 MiB); past the bound the episode ends as
+    agent_invalid_action and its session is closed."""
+    monkeypatch.setattr(server_backend, "STATEMENT_SESSION_MEMORY", 256 * 1024 * 1024)
+    url = server_url(url)
+    statements = SESSION_MEMORY["mariadb" if "mysql" in url else "postgres"]
+    env = DBEnv(split="dev", db_url=url, statement_timeout=30)
+    env.reset(seed=0)
+    name = env.unwrapped.database.name
+    peak = [0]
+    running = threading.Event()
+    running.set()
+
+    def watch() -> None:
+        while running.is_set():
+            with contextlib.suppress(Exception):
+                peak[0] = max(peak[0], _session_memory_of(url, name))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        statuses = []
+        for k in range(8 if how == "statements" else 1):
+            observation, reward, terminated, _, info = env.step(
+                execute(statements[how].replace("{k}", str(k)))
+            )
+            statuses.append(info["status"])
+            if terminated:
+                break
+        assert statuses[-1] == "agent_invalid_action", (statuses, observation)
+        assert reward == -0.2
+        bound = 64 if how == "statements" else 256  # between statements, during one
+        assert observation == (
+            f"Error: the episode's database session held more than {bound} MiB of the server's "
+            "memory (user variables, settings, sorts), more than an episode may; the episode ends"
+        )
+        assert len(statuses) <= 3
+        assert peak[0] < (bound + 128) * 1024 * 1024, f"peak {peak[0] >> 20} MiB"
+    finally:
+        running.clear()
+        watcher.join()
+        env.close()
+    deadline = time.monotonic() + 5  # the server frees an ended session's memory a moment later
+    while _session_memory_of(url, name) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _session_memory_of(url, name) == 0
+
+
+@pytest.mark.mariadb
+def test_mariadb_episode_user_cannot_create_temporary_tables() -> None:
+    """A temporary table lives outside the episode's database: an ENGINE=MEMORY one,
+    after raising max_heap_table_size, held 380 MiB of server memory that neither the
+    size check nor the memory bound saw."""
+    env = DBEnv(split="dev", db_url=server_url(MARIADB_URL), statement_timeout=30)
+    env.reset(seed=0)
+    try:
+        env.step(execute("SET SESSION max_heap_table_size = 1073741824"))
+        observation, _, _, _, info = env.step(
+            execute("CREATE TEMPORARY TABLE ballast (x VARCHAR(1000)) ENGINE=MEMORY")
+        )
+        assert info["status"] == "running"
+        assert observation.startswith("Error: 1044 Access denied for user 'dbbench'@'%'"), (
+            observation
+        )
+    finally:
+        env.close()
+
+
+@pytest.mark.mariadb
+def test_a_compound_statement_that_goes_on_when_cancelled_is_stopped() -> None:
+    """MariaDB's max_statement_time and KILL QUERY stop only the statement inside a
+    compound statement that runs at the time; the loop went on (a step that never
+    returned). Now its session is ended a second after the cancel."""
+    url = server_url(MARIADB_URL)
+    env = DBEnv(split="dev", db_url=url, statement_timeout=2)
+    env.reset(seed=0)
+    name = env.unwrapped.database.name
+    loop = execute("BEGIN NOT ATOMIC WHILE 1 DO DO SLEEP(0.05); END WHILE; END")
+    try:
+        started = time.monotonic()
+        observation, reward, terminated, _, info = _step_within(env, loop, 20)
+        assert (info["status"], reward, terminated) == ("agent_invalid_action", -0.2, True)
+        assert observation == (
+            "Error: the statement ran past the 2 s timeout and went on when cancelled; its "
+            "session was ended, and so is the episode"
+        )
+        assert time.monotonic() - started < 8
+    finally:
+        for (thread,) in _admin_run(
+            url, f"SELECT id FROM information_schema.processlist WHERE user = '{name}'"
+        ):  # releases a step left running where the fix is absent
+            _admin_run(url, f"KILL {int(thread)}")
+        env.close()

@@ -31,6 +31,22 @@ since the last reading (the catalogue query costs 3-15 ms on MariaDB)."""
 _STORAGE_MESSAGE = (
     "the episode's database grew past {:,} MiB, more than an episode may write; the episode ends"
 )
+EPISODE_SESSION_MEMORY = 64 * 1024 * 1024
+"""Server memory an episode's session may hold between statements beyond what it held
+when it opened (MariaDB: the session's ``MEMORY_USED``, user variables included;
+PostgreSQL: the private memory of its backend process, ``RssAnon``, settings made with
+``set_config`` included), read after every statement; past it the episode ends as
+``agent_invalid_action``."""
+STATEMENT_SESSION_MEMORY = 16 * EPISODE_SESSION_MEMORY
+"""The same while a statement runs, read every ``_MEMORY_POLL_SECONDS``: past it the
+session is ended at once, and the episode. A statement's values, sorts and hashes come
+on top of what the session holds: on PostgreSQL, cutting one 30 MB ``bytea`` value for
+the observation peaks at ~530 MiB."""
+_MEMORY_POLL_SECONDS = 0.1
+_MEMORY_MESSAGE = (
+    "Error: the episode's database session held more than {:,} MiB of the server's memory "
+    "(user variables, settings, sorts), more than an episode may; the episode ends"
+)
 _WATCHDOG_GRACE = 1.0
 _MYSQL_CONNECTION_LOST = (2006, 2013)  # "server has gone away", "lost connection during query"
 _TIMEOUT_MESSAGE = "Error: SQL execution timed out after {:g} s."

@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import URL
 
 from agentgym_eppo.core import AgentInvalidAction
@@ -19,7 +20,6 @@ from .base import (
     _FETCH_BATCH,
     _MYSQL_CONNECTION_LOST,
     _TIMEOUT_MESSAGE,
-    _WATCHDOG_GRACE,
     EPISODE_PREFIX,
     LEFTOVER_GRACE_SECONDS,
     QueryResult,
@@ -34,7 +34,6 @@ from .server import (
     SessionLost,
     _insert_rows,
     _run,
-    _Watchdog,
 )
 
 logger = logging.getLogger(__name__)
@@ -74,10 +73,11 @@ class MySQLBackend(ServerBackend):
             options["ssl_disabled"] = True
         return options
 
-    EPISODE_GRANTS = (
-        "SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, CREATE TEMPORARY TABLES, "
-        "CREATE VIEW, SHOW VIEW"
-    )
+    EPISODE_GRANTS = "SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX, CREATE VIEW, SHOW VIEW"
+    """No ``CREATE TEMPORARY TABLES``: a temporary table lives outside the episode's
+    database, where neither the size check nor the memory bound sees it (an
+    ``ENGINE=MEMORY`` one, after ``SET max_heap_table_size``, held 380 MiB of server
+    memory)."""
 
     def create_episode(self, tables: Sequence[TableSpec]) -> MySQLEpisode:
         name, password = episode_name(), secrets.token_hex(16)
@@ -178,9 +178,21 @@ class MySQLBackend(ServerBackend):
             uptime = _run(admin, "SHOW GLOBAL STATUS LIKE 'Uptime'")[0][1]
         return time.time() - float(uptime)
 
+    def _read_session_memory(self, admin: sa.Connection, session: int) -> int | None:
+        rows = _run(
+            admin,
+            "SELECT MEMORY_USED FROM information_schema.PROCESSLIST WHERE ID = %s",
+            (session,),
+        )
+        return int(rows[0][0]) if rows else None
+
     def kill_query(self, thread_id: int) -> None:
         with self.admin.connect() as admin:
             _run(admin, f"KILL QUERY {int(thread_id)}")
+
+    def kill_connection(self, thread_id: int) -> None:
+        with self.admin.connect() as admin:
+            _run(admin, f"KILL CONNECTION {int(thread_id)}")
 
     def cleanup_leftovers(self, grace: float = LEFTOVER_GRACE_SECONDS) -> list[str]:
         pattern = EPISODE_PREFIX.replace("_", "\\_") + "%"
@@ -233,6 +245,8 @@ class MySQLEpisode(ServerEpisode):
                 cursor.execute(f"SET SESSION max_execution_time = {int(limit * 1000)}")
         self.dropped = False
         self.server_started = backend.server_started()
+        self.session_id = self.connection.thread_id()
+        self._open_memory_bound()
 
     def _execute(self, sql: str, char_limit: int) -> QueryResult:
         """The statement (:meth:`_run_statement`); one that may prepare an XA transaction
@@ -280,7 +294,7 @@ class MySQLEpisode(ServerEpisode):
         thread_id = self.connection.thread_id()
         renderer = RowRenderer(char_limit)
         cursor = self.connection.cursor(self._unbuffered)
-        watchdog = _Watchdog(timeout + _WATCHDOG_GRACE, lambda: self.backend.kill_query(thread_id))
+        watchdog = self._watchdog(lambda: self.backend.kill_query(thread_id))
         try:
             with watchdog:
                 cursor.execute(sql)
@@ -296,9 +310,11 @@ class MySQLEpisode(ServerEpisode):
             return renderer.result(truncated=True)
         except self.backend.dbapi.Error as error:
             code = error.args[0] if error.args else None
+            message = error.args[1] if len(error.args) > 1 else str(error)
+            if watchdog.terminated:
+                raise SessionLost(f"{code} {message}") from error
             if watchdog.fired or code in (1969, 3024):
                 return QueryResult(_TIMEOUT_MESSAGE.format(timeout), error=True)
-            message = error.args[1] if len(error.args) > 1 else str(error)
             if code in _MYSQL_CONNECTION_LOST or not self.connection.open:
                 raise SessionLost(f"{code} {message}") from error
             return QueryResult(self._stable(f"Error: {code} {message}"), error=True)
@@ -310,6 +326,9 @@ class MySQLEpisode(ServerEpisode):
 
     def _storage_used(self) -> int:
         return self.backend.storage_used(self.name)
+
+    def _terminate(self) -> None:
+        self.backend.kill_connection(self.session_id)
 
     def _ping(self) -> None:
         try:

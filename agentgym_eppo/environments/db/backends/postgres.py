@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import sqlalchemy as sa
 from psycopg.pq import TransactionStatus
 
 from ..dialect import MultipleStatementsError, translate
@@ -16,7 +17,6 @@ from ..tasks import TableSpec
 from .base import (
     _FETCH_BATCH,
     _TIMEOUT_MESSAGE,
-    _WATCHDOG_GRACE,
     EPISODE_PREFIX,
     EPISODE_STORAGE_LIMIT,
     LEFTOVER_GRACE_SECONDS,
@@ -32,7 +32,6 @@ from .server import (
     _batches,
     _insert_rows,
     _run,
-    _Watchdog,
 )
 
 logger = logging.getLogger(__name__)
@@ -106,6 +105,15 @@ class PostgresBackend(ServerBackend):
             rows = _run(admin, "SELECT extract(epoch FROM pg_postmaster_start_time())::float8")
         return float(rows[0][0])
 
+    def _read_session_memory(self, admin: sa.Connection, session: int) -> int | None:
+        """The backend process's private memory (``RssAnon`` of ``/proc/<pid>/status``,
+        read by the server: needs a superuser or ``pg_read_server_files``, and Linux).
+        PostgreSQL 15 keeps ``set_config`` values outside its memory contexts, so
+        ``pg_backend_memory_contexts`` would not see them."""
+        status = _run(admin, "SELECT pg_read_file('/proc/' || %s::text || '/status')", (session,))
+        found = _RSS_ANON.search(status[0][0]) if status and status[0][0] else None
+        return int(found.group(1)) * 1024 if found else None
+
     def cleanup_leftovers(self, grace: float = LEFTOVER_GRACE_SECONDS) -> list[str]:
         pattern = EPISODE_PREFIX.replace("_", "\\_") + "%"
         with self.admin.connect() as admin:
@@ -120,6 +128,8 @@ class PostgresBackend(ServerBackend):
             self._drop(name)
         return stale
 
+
+_RSS_ANON = re.compile(r"^RssAnon:\s*(\d+)\s*kB", re.MULTILINE)
 
 _IDLE_TIMEOUTS = (
     (140000, "idle_session_timeout"),
@@ -250,6 +260,8 @@ class PostgresEpisode(ServerEpisode):
         self._cursors = 0
         self._pin = _pin_statement(self.connection.info.server_version)
         self.server_started = backend.server_started()
+        self.session_id = self.connection.info.backend_pid
+        self._open_memory_bound()
 
     def _execute(self, sql: str, char_limit: int) -> QueryResult:
         try:
@@ -258,16 +270,18 @@ class PostgresEpisode(ServerEpisode):
             return QueryResult(f"Error: {error}", error=True)
         timeout = self.backend.statement_timeout
         dbapi = self.backend.dbapi
-        watchdog = _Watchdog(timeout + _WATCHDOG_GRACE, self.connection.cancel)
+        watchdog = self._watchdog(self.connection.cancel)
         try:
             with watchdog:
                 if _PG_QUERY.match(statement):
                     return self._run_query(statement, char_limit)
                 return self._run_command(statement, char_limit)
         except dbapi.Error as error:
+            message = _first_line(error)
+            if watchdog.terminated:
+                raise SessionLost(message) from error
             if watchdog.fired or getattr(error, "sqlstate", None) == "57014":
                 return QueryResult(_TIMEOUT_MESSAGE.format(timeout), error=True)
-            message = _first_line(error)
             if self.connection.closed:
                 raise SessionLost(message) from error
             return QueryResult(self._stable(f"Error: {message}"), error=True)
@@ -282,9 +296,7 @@ class PostgresEpisode(ServerEpisode):
         a savepoint keeps a failure from touching the agent's transaction."""
         if self.connection.info.transaction_status == TransactionStatus.INERROR:
             return None  # nothing more can be written until the transaction ends
-        watchdog = _Watchdog(
-            self.backend.statement_timeout + _WATCHDOG_GRACE, self.connection.cancel
-        )
+        watchdog = self._watchdog(self.connection.cancel, memory=False)
         try:
             with watchdog, self.connection.transaction():
                 row = self.connection.execute(_STORAGE_QUERY, (self.name, self.name)).fetchone()
@@ -293,6 +305,10 @@ class PostgresEpisode(ServerEpisode):
                 raise SessionLost(_first_line(error)) from error
             return None  # refused (the agent's own statement timeout, say)
         return int(row[0]) if row else None
+
+    def _terminate(self) -> None:
+        with self.backend.admin.connect() as admin:
+            _run(admin, "SELECT pg_terminate_backend(%s)", (self.session_id,))
 
     def _ping(self) -> None:
         self._run_own("SELECT 1")

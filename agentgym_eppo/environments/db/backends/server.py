@@ -24,10 +24,15 @@ from agentgym_eppo.core import AgentInvalidAction, EpisodeEnd, TaskFailure
 from ..tasks import TableSpec
 from .base import (
     _FETCH_BATCH,
+    _MEMORY_MESSAGE,
+    _MEMORY_POLL_SECONDS,
     _STORAGE_CHECK_SECONDS,
     _STORAGE_MESSAGE,
+    _WATCHDOG_GRACE,
+    EPISODE_SESSION_MEMORY,
     EPISODE_STORAGE_LIMIT,
     LEFTOVER_GRACE_SECONDS,
+    STATEMENT_SESSION_MEMORY,
     DBBackend,
     EpisodeDatabase,
     QueryResult,
@@ -46,28 +51,73 @@ class SessionLost(Exception):
     """The episode's own connection to the server is gone; the message says how."""
 
 
+_PROBE_WAIT = 1.0
+"""Seconds a reading of a session's memory waits for the connection it is read on (held
+by the watchdog's last reading) before it gives up on this reading."""
+
+
 class _Watchdog:
-    """Calls ``cancel`` if a statement is still running ``delay`` seconds after it began."""
+    """Stops a statement from outside. ``cancel`` once it has run ``delay`` seconds
+    (``fired`` then says so), then ``terminate`` (its session) if it still runs
+    ``_WATCHDOG_GRACE`` later: a MariaDB compound statement (``BEGIN NOT ATOMIC``,
+    ``WHILE``) goes on past both its ``max_statement_time`` and ``KILL QUERY``, which
+    only stop the statement inside it that runs at the time. Given ``over_bound``, it
+    is called every ``_MEMORY_POLL_SECONDS`` while the statement runs; once true, the
+    session is terminated at once. ``terminated`` says whether the session was."""
 
-    def __init__(self, delay: float, cancel: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        delay: float,
+        cancel: Callable[[], None],
+        terminate: Callable[[], None],
+        over_bound: Callable[[], bool] | None = None,
+    ) -> None:
         self.fired = False
+        self.terminated = False
+        self._delay = delay
         self._cancel = cancel
-        self._timer = threading.Timer(delay, self._fire)
-        self._timer.daemon = True
+        self._terminate = terminate
+        self._over_bound = over_bound
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=self._watch, name="agentgym-db-watchdog", daemon=True
+        )
 
-    def _fire(self) -> None:
-        self.fired = True
+    def _watch(self) -> None:
+        deadline = time.monotonic() + self._delay
+        while True:
+            wait = deadline - time.monotonic()
+            if self._over_bound is not None:
+                wait = min(wait, _MEMORY_POLL_SECONDS)
+            if self._done.wait(max(wait, 0.0)):
+                return
+            if time.monotonic() >= deadline:
+                self.fired = True
+                self._call(self._cancel)
+                if self._done.wait(_WATCHDOG_GRACE):
+                    return
+                break
+            if self._over_bound is not None and self._over_bound():
+                break
+        self.terminated = True
+        self._call(self._terminate)
+
+    @staticmethod
+    def _call(stop: Callable[[], None]) -> None:
         try:
-            self._cancel()
+            stop()
         except Exception:  # the statement may have ended meanwhile
             logger.debug("watchdog cancel failed", exc_info=True)
 
     def __enter__(self) -> _Watchdog:
-        self._timer.start()
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
+        self._done.set()
+        # A reading of the session's memory under way ends within milliseconds; one held
+        # up by a server in trouble is not waited for (the next reading gives up instead).
+        self._thread.join(_PROBE_WAIT)
 
 
 _READ_ONLY = re.compile(
@@ -126,6 +176,9 @@ class ServerBackend(DBBackend):
         # first, so nothing runs in a database once its episode is over.
         self._dropper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentgym-db-drop")
         self._pending: list[Future[None]] = []
+        self._probe: sa.Connection | None = None  # reads sessions' memory
+        self._probe_lock = threading.Lock()
+        self._memory_readable: bool | None = None
         key = url.render_as_string(hide_password=True)
         if key not in ServerBackend._cleaned:
             ServerBackend._cleaned.add(key)
@@ -147,6 +200,47 @@ class ServerBackend(DBBackend):
     @abc.abstractmethod
     def server_started(self) -> float:
         """When the server last started (Unix seconds), read over the admin connection."""
+
+    @abc.abstractmethod
+    def _read_session_memory(self, admin: sa.Connection, session: int) -> int | None:
+        """Bytes of the server's memory that session ``session`` holds, read on ``admin``
+        (raises the driver's error where the server cannot say)."""
+
+    def session_memory(self, session: int) -> int | None:
+        """Bytes of the server's memory that the session with id ``session`` holds now,
+        on an admin connection kept for these readings; None where it cannot be read
+        (the session is gone, or the server or the admin's rights do not allow it: the
+        first such failure turns the readings off for this backend, and says so)."""
+        if self._memory_readable is False or not self._probe_lock.acquire(timeout=_PROBE_WAIT):
+            return None
+        try:
+            if self._probe is None:
+                self._probe = self.admin.connect()
+            used = self._read_session_memory(self._probe, session)
+        except Exception as error:
+            self._close_probe()
+            if self._memory_readable is None:
+                self._memory_readable = False
+                logger.info(
+                    "the server memory of episode sessions cannot be read (%s); the bound "
+                    "on it (%d MiB) is off for this backend",
+                    error,
+                    EPISODE_SESSION_MEMORY >> 20,
+                )
+            else:
+                logger.debug("reading a session's memory failed", exc_info=True)
+            return None
+        finally:
+            self._probe_lock.release()
+        self._memory_readable = True
+        return used
+
+    def _close_probe(self) -> None:
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            with contextlib.suppress(Exception):
+                probe.invalidate()
+                probe.close()
 
     def connect_as(self, name: str, password: str, **changes: Any) -> Any:
         """A new DBAPI connection as the episode's user/role, made by the admin engine's
@@ -184,6 +278,8 @@ class ServerBackend(DBBackend):
     def close(self) -> None:
         self.wait_for_drops()
         self._dropper.shutdown(wait=True)
+        with self._probe_lock:
+            self._close_probe()
         self.admin.dispose()
 
 
@@ -216,10 +312,15 @@ class ServerEpisode(EpisodeDatabase):
     connection: Any
     dropped: bool
     server_started: float
+    session_id: int  # the server's id of the episode's session (thread id, backend pid)
     _defines_code = False
     _pinned = True  # the last pin held: the session's idle timeouts are the server's
 
     _unchecked_seconds = 0.0
+    _memory_start: int | None = None  # the session's memory when it opened; None: unread
+    _memory_exceeded = False
+    _memory_bound = EPISODE_SESSION_MEMORY  # the bound it exceeded
+    _last_watchdog: _Watchdog | None = None
 
     def execute(self, sql: str, char_limit: int) -> QueryResult:
         try:
@@ -230,6 +331,7 @@ class ServerEpisode(EpisodeDatabase):
         try:
             result = self._execute(sql, char_limit)
             self._check_storage(sql, time.monotonic() - started)
+            self._check_memory()
             self._pinned = self._pin_session()  # the last thing the session runs before it waits
         except SessionLost as lost:
             raise self._lost_by_statement(str(lost)) from None
@@ -252,6 +354,47 @@ class ServerEpisode(EpisodeDatabase):
         self._unchecked_seconds = 0.0
         if used > EPISODE_STORAGE_LIMIT:
             raise StorageLimitExceeded(_STORAGE_MESSAGE.format(EPISODE_STORAGE_LIMIT >> 20))
+
+    def _open_memory_bound(self) -> None:
+        """Read the session's memory as it opens (after connecting): the bound counts
+        from there."""
+        self._memory_start = self.backend.session_memory(self.session_id)
+
+    def _over_memory_bound(self, bound: int = EPISODE_SESSION_MEMORY) -> bool:
+        """Whether the session holds more than ``bound`` beyond its start; once true,
+        true for the rest of the episode."""
+        if self._memory_start is not None and not self._memory_exceeded:
+            used = self.backend.session_memory(self.session_id)
+            if used is not None and used - self._memory_start > bound:
+                self._memory_exceeded = True
+                self._memory_bound = bound
+        return self._memory_exceeded
+
+    def _over_statement_memory_bound(self) -> bool:
+        return self._over_memory_bound(STATEMENT_SESSION_MEMORY)
+
+    def _memory_message(self) -> str:
+        return _MEMORY_MESSAGE.format(self._memory_bound >> 20)
+
+    def _check_memory(self) -> None:
+        if self._over_memory_bound():
+            raise AgentInvalidAction(self._memory_message())
+
+    def _watchdog(self, cancel: Callable[[], None], *, memory: bool = True) -> _Watchdog:
+        """The watchdog of one statement on the episode's session: cancels it past the
+        statement timeout (ends the session if that does not stop it), and, where
+        ``memory``, ends the session once it holds more memory than the bound allows."""
+        poll = memory and self._memory_start is not None
+        bound = self._over_statement_memory_bound if poll else None
+        watchdog = _Watchdog(
+            self.backend.statement_timeout + _WATCHDOG_GRACE, cancel, self._terminate, bound
+        )
+        self._last_watchdog = watchdog
+        return watchdog
+
+    @abc.abstractmethod
+    def _terminate(self) -> None:
+        """End the episode's session from outside, over an admin connection."""
 
     @abc.abstractmethod
     def _execute(self, sql: str, char_limit: int) -> QueryResult:
@@ -283,6 +426,13 @@ class ServerEpisode(EpisodeDatabase):
         return abs(now - self.server_started) <= _RESTART_TOLERANCE
 
     def _lost_by_statement(self, why: str) -> EpisodeEnd:
+        if self._memory_exceeded:  # the watchdog ended the session for its memory
+            return AgentInvalidAction(self._memory_message())
+        if self._last_watchdog is not None and self._last_watchdog.terminated:
+            return AgentInvalidAction(
+                f"Error: the statement ran past the {self.backend.statement_timeout:g} s timeout "
+                "and went on when cancelled; its session was ended, and so is the episode"
+            )
         if self._server_unchanged():
             return AgentInvalidAction(
                 f"Error: the statement ended the episode's own database session ({why}); "
