@@ -11,18 +11,31 @@ An action carries exactly one of:
   unreadable reply or an unknown tool ends the episode with ``agent_invalid_action``);
 - ``tool_call``: an already-parsed ``{"name", "arguments"}`` call.
 
+``text`` is the schema's one required field (null when ``tool_call`` is given), so a
+client that sends a model's reply as "the single required field" (``verifiers``'
+``openenv`` taskset) reaches the environment with any reply: prose, a ``<tool_call>``
+block, malformed JSON. Such a client sends a reply that parses as a JSON call
+(``{"name": ..., "arguments": ...}``) as the object itself: an object with ``name`` and
+neither ``text`` nor ``tool_call`` is read as that reply's text, and a ``text`` that is
+another JSON value (a number, a list, null) as its JSON text.
+
 >>> action_class("db").model_validate(
 ...     {"tool_call": {"name": "execute_sql", "arguments": {"query": "SELECT 1"}}}
 ... ).env_action()
 {'name': 'execute_sql', 'arguments': {'query': 'SELECT 1'}}
 >>> action_class("db").model_validate({"text": "Action: Answer"}).env_action()
 'Action: Answer'
+>>> action_class("db").model_validate({"name": "drop_everything", "arguments": {}}).env_action()
+'{"name": "drop_everything", "arguments": {}}'
+>>> action_class("db").model_json_schema()["required"]
+['text']
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import json
 from typing import Any, Literal
 
 from openenv.core.env_server.types import Action, Observation, State
@@ -42,11 +55,25 @@ class AgentBenchAction(Action):
     """One turn of the agent: ``text`` or ``tool_call``, never both, never neither."""
 
     text: str | None = Field(
-        default=None,
         max_length=MAX_ACTION_CHARS,
-        description="the model's raw reply; the environment reads the tool call out of it",
+        description="the model's raw reply, which calls one of the tools listed in the "
+        "reset observation's info.tools: a Hermes block <tool_call>{\"name\": ..., "
+        "\"arguments\": {...}}</tool_call> or that JSON alone; null when tool_call is given",
     )
     tool_call: Any = Field(default=None, description="an already-parsed call")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reply_as_text(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if "text" not in data:
+            if "tool_call" not in data and "name" in data:  # a reply that parsed as a call
+                return {"text": json.dumps(data, ensure_ascii=False)}
+            return {**data, "text": None}
+        if "tool_call" not in data and not isinstance(data["text"], str):
+            return {**data, "text": json.dumps(data["text"], ensure_ascii=False)}
+        return data
 
     @model_validator(mode="after")
     def _exactly_one(self) -> AgentBenchAction:
