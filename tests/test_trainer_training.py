@@ -337,6 +337,22 @@ def test_sft_early_stop_keeps_the_weights_of_the_lowest_held_out_loss(tokenizer)
     assert [step for step, _ in alike.curve] == [0, 3, 6, 9, 10] and alike.best_step == 10
 
 
+def test_sft_with_gradient_checkpointing_trains_as_without(tokenizer):
+    from agentgym_eppo.trainer.training.models import set_gradient_checkpointing
+
+    transcripts = [Transcript([5, 6, 7, 8, 9], [0, 0, 1, 1, 1]) for _ in range(4)]
+    settings = {"lr": 1e-2, "batch_episodes": 2, "micro_batch_tokens": 64, "pad_token_id": 0}
+    plain, recomputed = _model(tokenizer), _model(tokenizer)
+    set_gradient_checkpointing(recomputed, True)
+    assert recomputed.is_activation_checkpointing
+    expected = sft_train(plain, transcripts, epochs=2, **settings)
+    assert sft_train(recomputed, transcripts, epochs=2, **settings) == pytest.approx(expected)
+    for name, value in plain.state_dict().items():
+        torch.testing.assert_close(recomputed.state_dict()[name], value)
+    set_gradient_checkpointing(recomputed, False)
+    assert not recomputed.is_activation_checkpointing
+
+
 def test_held_out_instances_are_never_trained_on():
     episodes = [
         ExpertEpisode(task, f"{task}-{i % 4}", "", [], "") for task in "ab" for i in range(9)
@@ -618,6 +634,7 @@ def test_an_sft_only_run_without_evaluations_leaves_its_checkpoint(tmp_path):
                 "sft.episodes_by_task={echo: 2, lookup: 4}",
                 "sft.held_out_per_task=1",
                 "sft.held_out_every=1",
+                "sft.gradient_checkpointing=true",
                 "rollout.prompt=compact",
             )
         )

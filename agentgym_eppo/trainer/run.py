@@ -56,6 +56,7 @@ from agentgym_eppo.trainer.training.models import (
     build_tiny_model,
     build_tokenizer,
     load_policy,
+    set_gradient_checkpointing,
 )
 from agentgym_eppo.trainer.training.sft import (
     EarlyStop,
@@ -243,6 +244,8 @@ class Trainer:
             def on_step(k: int, total: int, loss: float) -> None:
                 progress.update(bar, completed=k, total=total, description=f"SFT loss {loss:.3f}")
 
+            if s.gradient_checkpointing:
+                set_gradient_checkpointing(self.model, True)
             losses = sft_train(
                 self.model,
                 transcripts,
@@ -258,6 +261,8 @@ class Trainer:
                 on_step=on_step,
                 early_stop=early_stop,
             )
+            if s.gradient_checkpointing:  # RL's update keeps its activations
+                set_gradient_checkpointing(self.model, False)
         seconds = time.perf_counter() - started
         self.log(
             f"SFT: {len(losses)} steps in {seconds:.0f}s, loss {losses[0]:.3f} -> {losses[-1]:.3f}"

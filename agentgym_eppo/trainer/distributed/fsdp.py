@@ -38,6 +38,7 @@ from transformers import PreTrainedModel
 from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy
 from agentgym_eppo.trainer.rollout.episodes import Episode
 from agentgym_eppo.trainer.training.batching import MicroBatch, micro_batches, token_logprobs
+from agentgym_eppo.trainer.training.models import set_gradient_checkpointing
 from agentgym_eppo.trainer.training.update import (
     PolicyUpdater,
     Scored,
@@ -110,12 +111,8 @@ def shard_model(
 ) -> Scorer:
     """Cast ``model`` to ``dtype``, shard each decoder layer and the rest; return the root."""
     model.to(dtype)  # type: ignore[arg-type]
-    if gradient_checkpointing:  # transformers 5 renamed it; 4.x has only the old name
-        kwargs = {"use_reentrant": False}
-        if hasattr(model, "activation_checkpointing_enable"):
-            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-        else:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    if gradient_checkpointing:
+        set_gradient_checkpointing(model, True)
     if torch.cuda.is_available():
         model.to(torch.device("cuda", torch.cuda.current_device()))  # type: ignore[arg-type]
     for layer in model.get_decoder().layers:

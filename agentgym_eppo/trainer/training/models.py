@@ -213,6 +213,24 @@ class ModelLoadError(ValueError):
     """A model folder or name that cannot give a policy; the message names it."""
 
 
+def set_gradient_checkpointing(model: PreTrainedModel, enabled: bool) -> None:
+    """Recompute each decoder layer's activations in the backward pass instead of keeping
+    them (non-reentrant): an 8,192-token episode of a 135M model then trains in a few GB
+    instead of over 20, for about a third more compute. transformers 5 renamed the
+    switch; 4.x has only the old name."""
+    if not enabled:
+        if hasattr(model, "activation_checkpointing_disable"):
+            model.activation_checkpointing_disable()
+        else:
+            model.gradient_checkpointing_disable()
+        return
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 def shipped_models() -> list[str]:
     """Names of the base models shipped in the package (e.g. ``agentgym-tiny``)."""
     folder = asset_path(SHIPPED_MODELS)
