@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, VectorEnv
+from support.processes import running
 from support.vector_test_envs import COUNT, GUESS, say
 
 from agentgym_eppo.core import Status
@@ -264,15 +265,6 @@ def test_a_slow_env_does_not_hold_back_the_outcomes_of_fast_ones() -> None:
         venv.close()
 
 
-def _alive(pid: int) -> bool:
-    """True if the process exists and is not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
 def test_a_dead_worker_ends_its_episode_as_task_error_and_is_restarted() -> None:
     venv = MultiTaskVectorEnv({GUESS: 2}, group_size=2, backend="subprocess")
     try:
@@ -287,7 +279,7 @@ def test_a_dead_worker_ends_its_episode_as_task_error_and_is_restarted() -> None
         assert lost.info["turn"] == 2 and lost.info["group"] == infos["group"][0]
         assert [step.get("action") for step in lost.info["trajectory"]] == [None, say("first"), DIE]
         assert lost.info["trajectory"][1]["observation"] == "not first"
-        assert outcomes[1].info["status"] == "running" and not _alive(old_pid)
+        assert outcomes[1].info["status"] == "running" and not running(old_pid)
         info = venv.reset_some([0])[0][2]
         assert info["worker_pid"] != old_pid
         expert = venv.call_some([0], "expert_action")[0]
@@ -319,20 +311,20 @@ def test_close_leaves_no_process_sandbox_or_temp_dir_behind() -> None:
     workers = list(venv.pool.pids())  # type: ignore[attr-defined]
     children = [int(pid) for pid in infos["child_pid"]]
     scratch = [str(path) for path in infos["scratch"]]
-    assert len(workers) == 3 and all(map(_alive, workers + children))
+    assert len(workers) == 3 and all(map(running, workers + children))
     assert all(Path(path).is_dir() for path in scratch)
     assert all(path.startswith(str(temp_root)) for path in scratch)
     venv.pool.kill_worker(0)  # its episode's child and temp dir must go too
     assert venv.step_some([0], [say("x")])[0].info["worker_restarted"]
     deadline = time.monotonic() + 10
-    while _alive(children[0]) and time.monotonic() < deadline:
+    while running(children[0]) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(children[0]) and not Path(scratch[0]).exists()
+    assert not running(children[0]) and not Path(scratch[0]).exists()
     venv.reset_some([0])
     workers += venv.pool.pids()  # type: ignore[attr-defined]
     venv.close()
     venv.close()  # idempotent
-    assert not any(map(_alive, workers + children))
+    assert not any(map(running, workers + children))
     assert not any(Path(path).exists() for path in scratch)
     assert not temp_root.exists()
 

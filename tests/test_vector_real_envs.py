@@ -14,6 +14,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from support.processes import running
 from support.vector_test_envs import GUESS
 
 from agentgym_eppo.adapters.trl import trl_environment_class
@@ -163,17 +164,10 @@ def _descendants(pid: int) -> set[int]:
 def _gone(pids: set[int], seconds: float = 15.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not any(Path(f"/proc/{pid}").exists() and _alive(pid) for pid in pids):
+        if not any(Path(f"/proc/{pid}").exists() and running(pid) for pid in pids):
             return True
         time.sleep(0.1)
     return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.mark.slow

@@ -58,6 +58,7 @@ from typing import Any
 
 import yaml
 
+from agentgym_eppo.core.processes import pid_alive
 from agentgym_eppo.core.tasks import SPLITS
 from agentgym_eppo.trainer.analysis.compare_report import (
     Confirmation,
@@ -490,7 +491,7 @@ def _lock(output_dir: Path, name: str = LOCK) -> Iterator[None]:
     lock = output_dir / name
     if lock.is_file():
         holder = int(lock.read_text().strip() or 0)
-        if holder and _alive(holder):
+        if holder and pid_alive(holder):
             raise RuntimeError(
                 f"another comparison (pid {holder}) is writing {output_dir}; wait for it, "
                 f"or use --report-only to read the results so far"
@@ -500,16 +501,6 @@ def _lock(output_dir: Path, name: str = LOCK) -> Iterator[None]:
         yield
     finally:
         lock.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _start_success(config: CompareConfig) -> dict[str, float] | None:

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentgym_eppo.core.processes import pid_alive
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 GROUP_PREFIX = "agentgym-os-"
 
@@ -203,23 +205,13 @@ def remove_leftovers() -> int:
             continue
         for group in parent.glob(GROUP_PREFIX + "*"):
             owner = group.name[len(GROUP_PREFIX) :].split("-", 1)[0]
-            if owner.isdigit() and not _alive(int(owner)):
+            if owner.isdigit() and not pid_alive(int(owner)):
                 for pid in (group / "cgroup.procs").read_text().split():
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(int(pid), 9)
                 if _rmdir_when_empty(group):
                     removed += 1
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _write(path: Path, value: str, *, optional: bool = False) -> None:

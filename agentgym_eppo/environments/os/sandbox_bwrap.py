@@ -69,13 +69,14 @@ import shutil
 import subprocess
 import sys
 import termios
-import threading
 import time
 import weakref
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+from agentgym_eppo.core.processes import once_per_process
 
 from . import cgroups, idmap, rootfs, seccomp
 from .sandbox import (
@@ -126,7 +127,6 @@ REAP_SETTLE_SECONDS = 1.0
 begun (the terminal closes before the process can be reaped); paid only after a failure."""
 
 _counter = itertools.count()
-_leftovers_lock = threading.Lock()
 _open_sandboxes: weakref.WeakSet[BwrapSandbox] = weakref.WeakSet()
 
 
@@ -138,9 +138,6 @@ def _close_open_sandboxes() -> None:
     for sandbox in list(_open_sandboxes):
         sandbox.close()
     cgroups.finish_late_removals(timeout=5.0)
-
-
-_leftovers_removed = False
 
 
 def bwrap_available() -> str | None:
@@ -718,9 +715,4 @@ def _drain(fd: int) -> None:
             return
 
 
-def _remove_leftovers_once() -> None:
-    global _leftovers_removed
-    with _leftovers_lock:
-        if not _leftovers_removed:
-            cgroups.remove_leftovers()
-            _leftovers_removed = True
+_remove_leftovers_once = once_per_process(cgroups.remove_leftovers)

@@ -14,10 +14,11 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from agentgym_eppo.core.processes import once_per_process, pid_alive
 
 from . import cgroups
 from .sandbox import (
@@ -32,9 +33,6 @@ from .shell import InteractiveShell, ShellClosed, ShellStream
 
 LABEL = "agentgym-eppo-os"
 DROPPED_CAPABILITIES = ["MKNOD", "NET_RAW", "AUDIT_WRITE"]
-
-_leftovers_lock = threading.Lock()
-_leftovers_removed = False
 
 
 def docker_client() -> Any:
@@ -219,7 +217,7 @@ def remove_leftovers(client: Any) -> int:
     for container in client.containers.list(all=True, filters={"label": LABEL}):
         owner = container.labels.get(f"{LABEL}.owner", "")
         owner_host, _, pid = owner.rpartition(":")
-        if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+        if owner_host != host or not pid.isdigit() or pid_alive(int(pid)):
             continue
         try:
             container.remove(force=True)
@@ -229,19 +227,4 @@ def remove_leftovers(client: Any) -> int:
     return removed
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove_leftovers_once(client: Any) -> None:
-    global _leftovers_removed
-    with _leftovers_lock:
-        if not _leftovers_removed:
-            remove_leftovers(client)
-            _leftovers_removed = True
+_remove_leftovers_once = once_per_process(remove_leftovers)
