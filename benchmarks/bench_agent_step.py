@@ -46,7 +46,6 @@ import copy
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -75,6 +74,7 @@ from agentgym_eppo.trainer.run import env_kwargs_for
 from agentgym_eppo.trainer.training.models import load_policy
 from agentgym_eppo.trainer.training.update import PolicyUpdater
 from agentgym_eppo.wrappers.session import EpisodeSession
+from benchmarks import isolated
 from benchmarks.machine import matmul_peak
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -383,17 +383,9 @@ def run_one(spec: Mapping[str, str]) -> dict[str, Any]:
     return result
 
 
-def in_subprocess(spec: Mapping[str, str]) -> dict[str, Any]:
-    """One measurement in a fresh process (its own peak RSS, no state from the others)."""
-    env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_agent_step", "--one", json.dumps(dict(spec))],
-        capture_output=True, text=True, env=env, cwd=ROOT,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"{dict(spec)} failed:\n{done.stderr[-3000:]}")
-    print(f"  {dict(spec)}: done", flush=True)
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+def in_subprocess(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """One measurement of this benchmark in a fresh process (:mod:`benchmarks.isolated`)."""
+    return isolated.in_subprocess("benchmarks.bench_agent_step", spec)
 
 
 # ---------------------------------------------------------------------- summary and report

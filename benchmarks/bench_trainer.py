@@ -34,11 +34,10 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 from agentgym_eppo.trainer.training.flops import forward_flops
 from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
 from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
+from benchmarks import isolated
 from benchmarks.machine import cpu_model, matmul_peak
 
 THREADS = 2
@@ -371,17 +371,9 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def in_subprocess(spec: dict[str, Any]) -> dict[str, Any]:
-    """One measurement in a fresh process (its own peak RSS, no state from the others)."""
-    env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_trainer", "--one", json.dumps(spec)],
-        capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1],
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"{spec} failed:\n{done.stderr[-3000:]}")
-    print(f"  {spec}: done", flush=True)
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+def in_subprocess(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """One measurement of this benchmark in a fresh process (:mod:`benchmarks.isolated`)."""
+    return isolated.in_subprocess("benchmarks.bench_trainer", spec)
 
 
 # ---------------------------------------------------------------------- roofline

@@ -63,11 +63,6 @@ class RunMetrics:
                 series[task] = array
         return series
 
-    def global_series(self, field: str) -> NDArray[np.float64]:
-        """``global.<field>`` per step (``NaN`` where absent)."""
-        values = [_number(record.get("global", {}).get(field)) for record in self.records]
-        return np.asarray(values, dtype=np.float64)
-
 
 def _number(value: Any) -> float:
     """A metric value as a float; missing or non-numeric values are ``NaN``."""
