@@ -114,6 +114,21 @@ def test_trend_r2_equals_squared_correlation_with_log_t() -> None:
     assert trend_r2({"walk": curve}) == pytest.approx(expected, rel=1e-9)
 
 
+def test_trend_r2_fits_in_plain_floats_not_numpys_log_or_lapack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Their last digits change with the CPU; a report rebuilt elsewhere must not."""
+    curve = np.random.default_rng(7).normal(size=40).cumsum()
+    expected = trend_r2({"walk": curve})
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the trend fit must not call it")
+
+    monkeypatch.setattr(np, "log", refused)
+    monkeypatch.setattr(np, "polyfit", refused)
+    assert trend_r2({"walk": curve}) == expected
+
+
 def test_trend_r2_of_a_constant_curve_is_one() -> None:
     assert trend_r2({"a": [0.1] * 10}) == 1.0
 

@@ -99,16 +99,26 @@ def _r2_on_log_t(entropy: NDArray[np.float64]) -> float:
 
     A curve the line fits exactly (including a constant one, whose total variance is 0)
     scores 1. Fewer than two finite points define no fit: ``NaN``.
+
+    The fit is the closed form in plain floats (``math.log``, ``math.fsum``), not
+    ``np.polyfit``: NumPy's vectorised log and LAPACK's least squares change their last
+    digits with the CPU's instruction set, and a comparison report rebuilt on another
+    machine must give the same numbers.
     """
-    t = np.arange(1, len(entropy) + 1, dtype=np.float64)
-    finite = np.isfinite(entropy)
-    x, y = np.log(t[finite]), entropy[finite]
-    if len(y) < 2:
+    points = [
+        (math.log(t), float(h)) for t, h in enumerate(entropy.tolist(), start=1) if math.isfinite(h)
+    ]
+    if len(points) < 2:
         return math.nan
-    slope, intercept = np.polyfit(x, y, 1)
-    residual = float(np.sum((y - (intercept + slope * x)) ** 2))
-    total = float(np.sum((y - y.mean()) ** 2))
-    scale = max(1.0, float(np.max(np.abs(y)))) ** 2 * len(y)
+    n = len(points)
+    x_mean = math.fsum(x for x, _ in points) / n
+    y_mean = math.fsum(y for _, y in points) / n
+    sxx = math.fsum((x - x_mean) ** 2 for x, _ in points)
+    slope = math.fsum((x - x_mean) * (y - y_mean) for x, y in points) / sxx
+    intercept = y_mean - slope * x_mean
+    residual = math.fsum((y - (intercept + slope * x)) ** 2 for x, y in points)
+    total = math.fsum((y - y_mean) ** 2 for _, y in points)
+    scale = max(1.0, max(abs(y) for _, y in points)) ** 2 * n
     if total <= 1e-24 * scale:
         return 1.0
     return 1.0 - residual / total
