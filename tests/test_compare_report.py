@@ -406,3 +406,158 @@ def test_a_confirmation_on_another_split_is_refused(tmp_path: Path) -> None:
         collect_confirmation(0, folder, "test")
     with pytest.raises(FileNotFoundError, match=r"no eval_before_sft\.json"):
         collect_confirmation(0, tmp_path / "empty", "test")
+
+
+def test_the_report_says_which_instances_each_seed_played(tmp_path: Path) -> None:
+    """os: the same 8 instances in both seeds; db: seed 1 plays ids 4-11 against seed 0's
+    0-7, so 4 are shared and 12 played in all. The tests over seeds pair seeds."""
+    results: dict[str, list[SeedResult]] = {"grpo_tan": [], "eppo": []}
+    for seed in (0, 1):
+        for method in results:
+            run = write_run(tmp_path / f"runs/{method}/seed{seed}")
+            outcomes = {"os": [[True]] * 8, "db": [[False]] * 8}
+            write_episodes(run, outcomes, first_ids={"db": 4 * seed})
+            results[method].append(collect_seed(seed, run))
+    text = write_compare_report(
+        tmp_path / "out", results, planned_seeds={key: [0, 1] for key in results}
+    ).read_text()
+    section = text.split("## Evaluated instances")[1].split("\n## ")[0]
+    assert (
+        "The seeds did not play the same dev instances: those of db changed with the seed "
+        "(each run drew them with its own seed); those of os did not. A test paired over "
+        "seeds therefore pairs seeds, not instances" in section
+    )
+    assert "Within one seed every method played the same instances." in section
+    assert "| os | [0, 1] | 8 | 8 | 8 | 8 |" in section
+    assert "| db | [0, 1] | 8 | 4 | 12 | 4 |" in section
+    assert "Within one seed both runs played the same dev instances" in text
+    instances = json.loads((tmp_path / "out" / "report.json").read_text())["instances"]
+    assert instances["varying_tasks"] == ["db"] and instances["mismatched"] == []
+    assert instances["tasks"]["db"]["seeds"]["1"][0] == "db-dev-00004"
+    assert instances["tasks"]["db"]["in_every_seed"] == 4
+
+
+def test_a_method_that_played_other_instances_within_a_seed_is_named(tmp_path: Path) -> None:
+    results: dict[str, list[SeedResult]] = {"grpo_tan": [], "eppo": []}
+    for method, first in (("grpo_tan", 0), ("eppo", 2)):
+        run = write_run(tmp_path / f"runs/{method}/seed0")
+        write_episodes(run, {"os": [[True]] * 4}, first_ids={"os": first})
+        results[method].append(collect_seed(0, run))
+    text = write_compare_report(
+        tmp_path / "out", results, planned_seeds={key: [0] for key in results}
+    ).read_text()
+    assert "Within a seed the methods did not all play the same instances (eppo seed 0)" in text
+    # the instance-level test pairs the 2 instances both runs played
+    assert "Within one seed, on the dev instances both runs played:" in text
+    assert "| eppo - grpo_tan | 0 | 2 |" in text
+
+
+def ablation_runs(root: Path, ablation_eps: float) -> dict[str, list[SeedResult]]:
+    """AgentRL at its fixed 0.2, EPPO, and the global-entropy ablation at ``ablation_eps``."""
+    return {
+        method: [
+            collect_seed(s, write_run(root / f"{method}/seed{s}", clip_eps=eps)) for s in range(2)
+        ]
+        for method, eps in (("grpo_tan", 0.2), ("eppo", None), ("eppo_no_taskwise", ablation_eps))
+    }
+
+
+def test_a_global_entropy_ablation_whose_clip_stays_fixed_is_named_agentrl(tmp_path: Path) -> None:
+    results = ablation_runs(tmp_path / "runs", 0.1995)
+    text = write_compare_report(
+        tmp_path / "out", results, planned_seeds={key: [0, 1] for key in results}
+    ).read_text()
+    table4 = text.split("## Table 4")[1].split("\n## ")[0]
+    assert (
+        "Over every step of its 2 runs the clip range stayed in [0.1995, 0.1995], within 1% of "
+        "grpo_tan (AgentRL)'s fixed 0.2000: in effect it is AgentRL. Its differences from "
+        "grpo_tan (Table 1, mean over tasks: +0.000 [+0.000, +0.000], p = 1) measure "
+        "run-to-run noise" in table4
+    )
+    spans = json.loads((tmp_path / "out" / "report.json").read_text())["clip_range_span"]
+    assert spans["eppo_no_taskwise"] == [0.1995, 0.1995]
+    assert spans["eppo"] == pytest.approx([0.15, 0.25])
+
+
+def test_a_global_entropy_ablation_whose_clip_moves_is_not_called_agentrl(tmp_path: Path) -> None:
+    results = ablation_runs(tmp_path / "runs", 0.25)
+    text = write_compare_report(
+        tmp_path / "out", results, planned_seeds={key: [0, 1] for key in results}
+    ).read_text()
+    assert "clip range stayed in [0.2500, 0.2500], against grpo_tan (AgentRL)'s fixed 0.2000." in (
+        text
+    )
+    assert "in effect it is AgentRL" not in text
+
+
+def test_the_papers_gain_is_set_against_our_interval(tmp_path: Path, partial_report: Path) -> None:
+    # partial_report: eppo - grpo_tan +0.250 [-0.061, +0.561] holds the paper's +0.027
+    assert (
+        "Table 1, eppo - grpo_tan on mean_success: the paper's gain is +0.027 (EPPO 54.3 vs "
+        "AgentRL 51.6 AVG); our 95% interval of the difference over 3 seeds, [-0.061, +0.561], "
+        "contains it: a gain as large as the paper's is not excluded." in partial_report.read_text()
+    )
+    # eppo below grpo_tan by 0.125, 0.1, 0.075 over tasks: the interval ends below +0.027
+    results = {
+        "grpo_tan": [collect_seed(s, write_run(tmp_path / f"g{s}")) for s in range(3)],
+        "eppo": [
+            collect_seed(s, write_run(tmp_path / f"e{s}", after_rl={"os": os, "db": 0.25}))
+            for s, os in enumerate((0.25, 0.3, 0.35))
+        ],
+    }
+    text = write_compare_report(
+        tmp_path / "out", results, planned_seeds={key: [0, 1, 2] for key in results}
+    ).read_text()
+    assert "[-0.162, -0.038], ends below it: a gain as large as the paper's is excluded" in text
+    claims = json.loads((tmp_path / "out" / "report.json").read_text())["claims"]
+    assert claims[0]["paper_gain"] == 0.027 and claims[1]["paper_gain"] is None
+
+
+# Late spikes (window: steps 8-10 of 10): os rises 0.1 into step 9 in every run; webshop,
+# a task the start never solves, rises 0.5 into step 9 under eppo only.
+QUIET = [1.0] * 10
+SPIKE = [1.0] * 8 + [1.1, 1.0]
+LOUD = [1.0] * 8 + [1.5, 1.0]
+
+
+def test_figure_1c_claims_are_judged_again_on_the_tasks_with_signal(tmp_path: Path) -> None:
+    curves = {
+        "grpo_tan": {"os": SPIKE, "db": QUIET, "webshop": QUIET},
+        "eppo": {"os": SPIKE, "db": QUIET, "webshop": LOUD},
+    }
+    results = {
+        method: [
+            collect_seed(s, write_run(tmp_path / f"runs/{method}/seed{s}", entropy=curves[method]))
+            for s in range(5)
+        ]
+        for method in curves
+    }
+    text = write_compare_report(
+        tmp_path / "out",
+        results,
+        planned_seeds={key: list(range(5)) for key in results},
+        start_success={"os": 0.5, "db": 0.25, "webshop": 0.0},
+    ).read_text()
+    section = text.split("### Figure 1(c)'s claims on the tasks with signal")[1].split("\n## ")[0]
+    assert "The start never solves webshop (dev success 0)" in section
+    assert "at most 5.00% of their loss tokens in any method (5.00%-5.00% on os, db;" in section
+    # every task: eppo's late spike 0.5 against 0.1 in all five seeds; os and db alone: equal
+    every = text.split("## The paper's claims on our numbers")[1].split("###")[0]
+    assert "| +0.400 [+0.400, +0.400] | 1 | 0.0312 |" in every and "| contradicted |" in every
+    assert "| eppo < grpo_tan on late_spike_max | weaker late spikes | 0.100 [" in section
+    assert "| +0.000 [+0.000, +0.000] | 1 | 1 |" in section
+    assert "Runs whose largest late spike came from a task without signal: eppo seed 0 " in section
+    assert (
+        "eppo < grpo_tan on late_spike_max (Fig. 1c): *contradicted* on every task, *not "
+        "resolved at this scale* on os, db. The verdict on the tasks with signal stands" in section
+    )
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    on_signal = data["claims_on_tasks_with_signal"]
+    assert on_signal["tasks"] == ["os", "db"]
+    assert [c["verdict"] for c in on_signal["claims"]][-1] == "not resolved at this scale"
+
+
+def test_without_a_task_lacking_signal_there_is_no_second_judgement(partial_report: Path) -> None:
+    assert "on the tasks with signal" not in partial_report.read_text()
+    data = json.loads((partial_report.parent / "report.json").read_text())
+    assert data["claims_on_tasks_with_signal"] is None

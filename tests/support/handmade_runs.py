@@ -38,12 +38,14 @@ def write_run(
     steps: int = 10,
     entropy: dict[str, list[float]] | None = None,
     after_rl: dict[str, float] | None = None,
+    clip_eps: float | None = None,
 ) -> Path:
     """A finished run: ``steps`` steps of metrics and the three eval reports.
 
     By default two tasks with OS_ENTROPY / DB_ENTROPY and dev success after RL of
     os 0.5, db 0.25. ``entropy`` replaces the curves (then clip range and z-score follow the
-    sign of each task against the mean); ``after_rl`` replaces the final dev success.
+    sign of each task against the mean); ``after_rl`` replaces the final dev success;
+    ``clip_eps`` gives every task that clip range at every step.
     """
     run.mkdir(parents=True, exist_ok=True)
     curves = entropy or {"os": OS_ENTROPY, "db": DB_ENTROPY}
@@ -55,7 +57,8 @@ def write_run(
             sign = 1.0 if curve[t - 1] > level else -1.0
             success = 0.1 * t if task == "os" else 0.5
             zscore = sign if with_zscore else None
-            tasks[task] = task_entry(curve[t - 1], 0.2 + 0.05 * sign, zscore, success)
+            eps = 0.2 + 0.05 * sign if clip_eps is None else clip_eps
+            tasks[task] = task_entry(curve[t - 1], eps, zscore, success)
         record = {
             "step": t,
             "global": {"loss": 0.1, "kl": 0.0, "tokens": 200, "seconds": 1.5},
@@ -89,15 +92,17 @@ def write_episodes(
     *,
     stage: str = "after_rl",
     split: str = "dev",
+    first_ids: dict[str, int] | None = None,
 ) -> Path:
     """(Re)write ``eval_<stage>.json`` with its episodes: ``outcomes[task][i]`` are the
-    successes of instance ``i``'s samples (ids ``<task>-<split>-<i>``, the same in every
-    run); each task's success is the mean over its episodes."""
+    successes of instance ``i``'s samples (ids ``<task>-<split>-<first + i>``, ``first``
+    the task's entry of ``first_ids``, else 0: the same ids in every run that does not
+    shift them); each task's success is the mean over its episodes."""
     run.mkdir(parents=True, exist_ok=True)
     episodes = [
         {
             "task_id": task,
-            "sample_id": f"{task}-{split}-{i:05d}",
+            "sample_id": f"{task}-{split}-{(first_ids or {}).get(task, 0) + i:05d}",
             "success": success,
             "reward": float(success),
             "status": "completed",

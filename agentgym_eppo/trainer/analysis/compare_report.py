@@ -8,11 +8,14 @@ success. Output, in the comparison folder:
 - ``report.md``: the runs finished of those planned per method; the paper's tables 1, 4
   and 6 on our numbers (success per task and its mean over tasks, each a mean over seeds
   with its 95% Student-t interval, the start as a reference row) and, below each, every
-  method paired against the table's reference; the instance-level paired test within each
-  seed; per method and task the share of loss tokens clipped and the mean clip range;
-  figure 1(c)'s three diagnostics; the verdict on each of the paper's claims; when the
-  headline runs are confirmed on another split (:class:`Confirmation`), their success
-  there per seed and the primary test repeated on it; the plots;
+  method paired against the table's reference; which evaluation instances each seed
+  played (:class:`InstanceDraw`); the instance-level paired test within each seed; per
+  method and task the share of loss tokens clipped and the mean clip range; figure 1(c)'s
+  three diagnostics; the verdict on each of the paper's claims, set against the paper's
+  gain where it has one, and figure 1(c)'s claims again on the tasks with signal where
+  some task has none; when the headline runs are confirmed on another split
+  (:class:`Confirmation`), their success there per seed and the primary test repeated on
+  it; the plots;
 - ``report.json``: every per-seed number, interval and test behind those tables;
 - ``plots/``: diagnostics per method (figure 1c) and mean success, with 95% t intervals;
   per-task entropy of AgentRL and EPPO side by side (mean over seeds, one panel per task);
@@ -20,8 +23,10 @@ success. Output, in the comparison folder:
 
 Two methods are compared on the seeds both finished (the same seed draws the same
 training instances in every method): the paired differences' mean, its 95% t interval,
-and the exact sign-flip test of :func:`~.stats.paired_permutation_test` on them. The mean
-over tasks is unweighted, as the paper's AVG column.
+and the exact sign-flip test of :func:`~.stats.paired_permutation_test` on them. Such a
+test pairs seeds, not instances: whether two seeds played the same evaluation instances
+is read from the evaluations' episodes and said in the report. The mean over tasks is
+unweighted, as the paper's AVG column.
 """
 
 from __future__ import annotations
@@ -29,17 +34,16 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .diagnostics import finite_mean, finite_std
+from .diagnostics import LATE_TAIL, diagnose_curves, finite_mean, finite_std
 from .paired_eval import compare_evals
 from .plots import ordered_tasks, plot_method_bars, plot_method_grid
-from .report import run_diagnostics
 from .run_dir import RunMetrics, eval_success, json_safe, read_evals, read_metrics
 from .stats import TestResult, mean_interval, paired_permutation_test
 
@@ -105,7 +109,9 @@ PAPER_TABLES = (
 
 @dataclass(frozen=True)
 class PaperClaim:
-    """A comparison the paper makes, checkable on our numbers: ``better`` beats ``worse``."""
+    """A comparison the paper makes, checkable on our numbers: ``better`` beats ``worse``.
+    ``paper_gain``: the paper's own difference (better - worse, success as a share), which
+    our interval is set against: one that ends below it excludes a gain that large."""
 
     source: str
     quantity: str  # "mean_success" or a key of DIAGNOSTIC_TITLES
@@ -113,10 +119,18 @@ class PaperClaim:
     worse: str
     paper: str
     higher_is_better: bool = True
+    paper_gain: float | None = None
 
 
 PAPER_CLAIMS = (
-    PaperClaim("Table 1", "mean_success", "eppo", "grpo_tan", "EPPO 54.3 vs AgentRL 51.6 AVG"),
+    PaperClaim(
+        "Table 1",
+        "mean_success",
+        "eppo",
+        "grpo_tan",
+        "EPPO 54.3 vs AgentRL 51.6 AVG",
+        paper_gain=0.027,
+    ),
     PaperClaim(
         "Table 4",
         "mean_success",
@@ -192,12 +206,7 @@ def collect_seed(seed: int, run_dir: Path) -> SeedResult:
     diagnostics = dict.fromkeys([*DIAGNOSTIC_TITLES, *CLIP_SHARES], math.nan)
     per_task: dict[str, dict[str, float]] = {}
     if metrics.num_steps:
-        result = run_diagnostics(metrics)
-        diagnostics.update(
-            crossover_count=float(result.crossover_count),
-            trend_r2=result.trend_r2,
-            late_spike_max=result.late_spike_max,
-        )
+        diagnostics.update(figure_1c(metrics.task_series("entropy")))
         for key, old_names in CLIP_SHARES.items():
             diagnostics[key] = finite_mean(
                 value
@@ -210,6 +219,17 @@ def collect_seed(seed: int, run_dir: Path) -> SeedResult:
                 for task, series in _first_series(metrics, (key, *old_names)).items()
             }
     return SeedResult(seed, run_dir, success, diagnostics, per_task, evaluation, metrics)
+
+
+def figure_1c(curves: Mapping[str, NDArray[np.float64]]) -> dict[str, float]:
+    """Figure 1(c)'s three diagnostics (the keys of :data:`DIAGNOSTIC_TITLES`) of one
+    run's per-task entropy curves."""
+    result = diagnose_curves(curves, LATE_TAIL)
+    return {
+        "crossover_count": float(result.crossover_count),
+        "trend_r2": result.trend_r2,
+        "late_spike_max": result.late_spike_max,
+    }
 
 
 CONFIRM_STAGE = "before_sft"
@@ -412,17 +432,84 @@ def instance_pairs(
 
 
 @dataclass(frozen=True)
+class InstanceDraw:
+    """Which evaluation instances each seed played on one split, read from the
+    evaluations' episodes: per task and seed the sorted sample ids (those of the seed's
+    first method), and each (method, seed) whose ids differ from its seed's first
+    method's (``mismatched``). Seeds that played different instances pair as seeds, not
+    as instances."""
+
+    split: str
+    played: Mapping[str, Mapping[int, tuple[str, ...]]]
+    mismatched: tuple[tuple[str, int], ...] = ()
+
+    def in_every_seed(self, task: str) -> int:
+        """How many of the task's instances every seed played."""
+        return len(set.intersection(*(set(ids) for ids in self.played[task].values())))
+
+    def in_any_seed(self, task: str) -> int:
+        """How many of the task's instances at least one seed played."""
+        return len(set.union(*(set(ids) for ids in self.played[task].values())))
+
+    def shared_by_two_seeds(self, task: str) -> tuple[int, int]:
+        """The fewest and most instances of the task two seeds have in common."""
+        draws = [set(ids) for ids in self.played[task].values()]
+        common = [len(a & b) for k, a in enumerate(draws) for b in draws[k + 1 :]]
+        return (min(common), max(common)) if common else (len(draws[0]), len(draws[0]))
+
+    def varying_tasks(self) -> list[str]:
+        """The tasks whose instances differ between seeds."""
+        return [task for task, by_seed in self.played.items() if len(set(by_seed.values())) > 1]
+
+
+def instance_draw(results: Mapping[str, Sequence[SeedResult]], split: str) -> InstanceDraw | None:
+    """The :class:`InstanceDraw` of the evaluations in ``results`` (``None`` when none
+    recorded its episodes).
+
+    >>> def run(seed, ids):
+    ...     episodes = [{"task_id": "db", "sample_id": i} for i in ids]
+    ...     return SeedResult(seed, Path(), {}, {}, evaluation={"episodes": episodes})
+    >>> draw = instance_draw({"a": [run(0, "xy"), run(1, "yz")], "b": [run(0, "xy")]}, "dev")
+    >>> draw.in_every_seed("db"), draw.in_any_seed("db"), draw.varying_tasks(), draw.mismatched
+    (1, 3, ['db'], ())
+    """
+    played: dict[str, dict[int, tuple[str, ...]]] = {}
+    first: dict[int, dict[str, tuple[str, ...]]] = {}
+    mismatched: list[tuple[str, int]] = []
+    for method, seeds in results.items():
+        for r in seeds:
+            if r.evaluation is None or "episodes" not in r.evaluation:
+                continue
+            ids: dict[str, set[str]] = {}
+            for episode in r.evaluation["episodes"]:
+                ids.setdefault(str(episode["task_id"]), set()).add(str(episode["sample_id"]))
+            draw = {task: tuple(sorted(found)) for task, found in ids.items()}
+            if r.seed not in first:
+                first[r.seed] = draw
+                for task, found_ids in draw.items():
+                    played.setdefault(task, {})[r.seed] = found_ids
+            elif draw != first[r.seed]:
+                mismatched.append((method, r.seed))
+    if not played:
+        return None
+    ordered = {task: dict(sorted(played[task].items())) for task in ordered_tasks(set(played))}
+    return InstanceDraw(split, ordered, tuple(mismatched))
+
+
+@dataclass(frozen=True)
 class ConfirmationTests:
     """The tests of a :class:`Confirmation`, all on its split: each headline method paired
     against the baseline by seed per task and on the mean over tasks (two-sided); the
     paper's claims between headline methods on the mean success (the primary test,
-    one-sided, judged as on dev); the instance-level test within each seed."""
+    one-sided, judged as on dev); the instance-level test within each seed; which
+    instances each seed played there."""
 
     confirmation: Confirmation
     tasks: tuple[str, ...]
     paired: tuple[PairedSeeds, ...]
     verdicts: tuple[Verdict, ...]
     instance_level: tuple[InstancePairs, ...]
+    instances: InstanceDraw | None = None
 
     @classmethod
     def of(cls, confirmation: Confirmation, dev_tasks: Sequence[str]) -> ConfirmationTests:
@@ -445,6 +532,7 @@ class ConfirmationTests:
                 if claim.quantity == "mean_success" and {claim.better, claim.worse} <= set(results)
             ),
             tuple(p for m, ref in pairs for p in instance_pairs(results, m, ref)),
+            instance_draw(results, confirmation.split),
         )
 
 
@@ -471,12 +559,254 @@ def method_label(method: str) -> str:
     return f"{method} ({name})" if name else method
 
 
+GLOBAL_ENTROPY_ABLATION = "eppo_no_taskwise"
+"""EPPO w/o task-wise clip: the pacer sees one entropy, the token mean over tasks."""
+
+SAME_CLIP_TOLERANCE = 0.01
+"""A clip range within this share of the baseline's fixed one at every step is, in
+effect, the baseline's clip (a method that differs from it by no more trains as it)."""
+
+
+def clip_range_span(seeds: Sequence[SeedResult]) -> tuple[float, float] | None:
+    """The smallest and largest clip range (``clip_eps``) of any task at any step of the
+    runs; ``None`` when none recorded one."""
+    values = [
+        value
+        for r in seeds
+        for series in _metrics(r).task_series("clip_eps").values()
+        for value in series.tolist()
+        if math.isfinite(value)
+    ]
+    return (min(values), max(values)) if values else None
+
+
+def _global_entropy_note(
+    results: Mapping[str, Sequence[SeedResult]], table1: Sequence[PairedSeeds]
+) -> list[str]:
+    """What the global-entropy ablation's clip did, from its runs' clip ranges; where it
+    never left the baseline's fixed range by more than :data:`SAME_CLIP_TOLERANCE`, that
+    it is the baseline in effect, and its Table 1 difference the run-to-run noise."""
+    runs = results.get(GLOBAL_ENTROPY_ABLATION, ())
+    span = clip_range_span(runs) if runs else None
+    if span is None:
+        return []
+    low, high = span
+    count = f"{len(runs)} run" + ("s" if len(runs) > 1 else "")
+    text = (
+        f"{method_label(GLOBAL_ENTROPY_ABLATION)} paces one entropy under one key: a cohort "
+        "of one, so its z is 0 (eq. 8) and eq. 9 gives ε0; only the trend constraint "
+        f"(eq. 11) moves its range. Over every step of its {count} the clip range stayed in "
+        f"[{low:.4f}, {high:.4f}]"
+    )
+    fixed = clip_range_span(results.get(BASELINE, ())) if results.get(BASELINE) else None
+    if fixed is None or fixed[0] != fixed[1]:
+        return ["", text + "."]
+    eps = fixed[0]
+    if max(abs(low - eps), abs(high - eps)) > SAME_CLIP_TOLERANCE * eps:
+        return ["", text + f", against {method_label(BASELINE)}'s fixed {eps:.4f}."]
+    noise = next(
+        (
+            p.cell()
+            for p in table1
+            if (p.method, p.reference, p.quantity)
+            == (GLOBAL_ENTROPY_ABLATION, BASELINE, "mean_success")
+        ),
+        "no common seed",
+    )
+    return [
+        "",
+        text + f", within {SAME_CLIP_TOLERANCE:.0%} of {method_label(BASELINE)}'s fixed "
+        f"{eps:.4f}: in effect it is {METHOD_NAMES[BASELINE]}. Its differences from "
+        f"{BASELINE} (Table 1, mean over tasks: {noise}) measure run-to-run noise, and its "
+        "pairing with eppo above is EPPO against a second run of AgentRL's update.",
+    ]
+
+
+def tasks_with_signal(tasks: Sequence[str], start_success: Mapping[str, float]) -> list[str]:
+    """The tasks the start solves at all (dev success above 0). On the others the start's
+    groups end alike, so their tokens carry almost no advantage for a clip to act on.
+
+    >>> tasks_with_signal(["os", "alfworld"], {"os": 0.7, "alfworld": 0.0})
+    ['os']
+    """
+    return [task for task in tasks if start_success.get(task, 0.0) > 0]
+
+
+def on_tasks(
+    results: Mapping[str, Sequence[SeedResult]], tasks: Sequence[str]
+) -> dict[str, list[SeedResult]]:
+    """``results`` with figure 1(c)'s diagnostics recomputed on the entropy curves of
+    ``tasks`` alone (the runs and every other number unchanged)."""
+    restricted: dict[str, list[SeedResult]] = {}
+    for method, seeds in results.items():
+        restricted[method] = []
+        for r in seeds:
+            curves = _metrics(r).task_series("entropy")
+            kept = {task: curves[task] for task in tasks if task in curves}
+            diagnostics = {**r.diagnostics, **(figure_1c(kept) if kept else {})}
+            restricted[method].append(replace(r, diagnostics=diagnostics))
+    return restricted
+
+
+def _signal_section(
+    results: Mapping[str, Sequence[SeedResult]],
+    verdicts: Sequence[Verdict],
+    tasks: Sequence[str],
+    signal: Sequence[str],
+) -> tuple[list[str], list[Verdict]]:
+    """Figure 1(c)'s claims again on the tasks with signal, beside the verdicts on every
+    task; where they differ, the verdict on the tasks with signal stands. Returns the
+    lines and the verdicts on those tasks."""
+    silent = [task for task in tasks if task not in signal]
+    restricted = on_tasks(results, signal)
+    on_every = [v for v in verdicts if v.claim.quantity in DIAGNOSTIC_TITLES]
+    claims = [v.claim for v in on_every]
+    on_signal = [claim_verdict(claim, restricted) for claim in claims]
+
+    def clipped(among: Sequence[str]) -> list[float]:
+        """Each method's clipped share on each of ``among``, the mean over its seeds."""
+        shares = (
+            finite_mean(r.per_task.get("clipped_share", {}).get(task, math.nan) for r in seeds)
+            for seeds in results.values()
+            if seeds
+            for task in among
+        )
+        return [share for share in shares if math.isfinite(share)]
+
+    quiet, loud = clipped(silent), clipped(signal)
+    share = (
+        f", and the clip removed the gradient of at most {max(quiet):.2%} of their loss "
+        f"tokens in any method ({min(loud):.2%}-{max(loud):.2%} on {', '.join(signal)}; "
+        "mean over steps and seeds)"
+        if quiet and loud
+        else ""
+    )
+    lines = [
+        "",
+        "### Figure 1(c)'s claims on the tasks with signal",
+        "",
+        f"The start never solves {', '.join(silent)} (dev success 0), so their groups nearly "
+        f"always end alike: few of their tokens carry an advantage{share}. Their entropy "
+        "still moves with the shared weights and enters the diagnostics over every task. "
+        f"The same claims on the entropy curves of {', '.join(signal)} alone:",
+        "",
+        _claims_table(restricted, on_signal),
+    ]
+    spikes = []
+    for method in dict.fromkeys(m for c in claims for m in (c.better, c.worse)):
+        for r in results.get(method, ()):
+            spike = diagnose_curves(
+                _metrics(r).task_series("entropy"), LATE_TAIL
+            ).late_spike_per_task
+            if spike and (top := max(spike, key=lambda t: spike[t])) in silent:
+                spikes.append(f"{method} seed {r.seed} ({top} {spike[top]:.3f})")
+    if spikes:
+        lines += [
+            "",
+            f"Runs whose largest late spike came from a task without signal: {', '.join(spikes)}.",
+        ]
+    differ = [(a, b) for a, b in zip(on_every, on_signal, strict=True) if a.verdict != b.verdict]
+    if not differ:
+        lines += ["", "The verdicts are those on every task."]
+        return lines, on_signal
+    for every, only in differ:
+        claim = every.claim
+        sign = ">" if claim.higher_is_better else "<"
+        lines += [
+            "",
+            f"{claim.better} {sign} {claim.worse} on {claim.quantity} ({claim.source}): "
+            f"*{every.verdict}* on every task, *{only.verdict}* on {', '.join(signal)}. The "
+            "verdict on the tasks with signal stands: a difference carried by tasks whose "
+            "tokens the clip barely acts on is no evidence about the clip policy.",
+        ]
+    return lines, on_signal
+
+
+def _paper_gain_lines(verdicts: Sequence[Verdict]) -> list[str]:
+    """Each tested claim with a paper's gain: our 95% interval set against it."""
+    lines = []
+    for v in verdicts:
+        gain, test = v.claim.paper_gain, v.claimed.test
+        if gain is None or test is None:
+            continue
+        d = test.difference
+        if d.high < gain:
+            where = (
+                "ends below it: a gain as large as the paper's is excluded at this scale, "
+                "a result in itself"
+            )
+        elif d.low > gain:
+            where = "lies above it"
+        else:
+            where = "contains it: a gain as large as the paper's is not excluded"
+        lines += [
+            "",
+            f"{v.claim.source}, {v.claim.better} - {v.claim.worse} on {v.claim.quantity}: the "
+            f"paper's gain is {gain:+.3f} ({v.claim.paper}); our 95% interval of the "
+            f"difference over {len(v.claimed.seeds)} seeds, [{d.low:+.3f}, {d.high:+.3f}], "
+            f"{where}.",
+        ]
+    return lines
+
+
+def _instances_section(draw: InstanceDraw | None) -> list[str]:
+    """Which evaluation instances each seed played, and what that makes of the tests
+    paired over seeds."""
+    if draw is None:
+        return ["No evaluation recorded its episodes: which instances each seed played is unknown."]
+    split = draw.split
+    seeds = sorted({seed for by_seed in draw.played.values() for seed in by_seed})
+    varying = draw.varying_tasks()
+    if len(seeds) < 2:
+        text = f"One seed evaluated on the {split} split: nothing to compare across seeds."
+    elif not varying:
+        text = (
+            f"Every seed played the same {split} instances of every task (below). A test "
+            "paired over seeds still pairs seeds (a training run each), not instances."
+        )
+    else:
+        same = [task for task in draw.played if task not in varying]
+        text = (
+            f"The seeds did not play the same {split} instances: those of "
+            f"{', '.join(varying)} changed with the seed (each run drew them with its own "
+            "seed)"
+            + (f"; those of {', '.join(same)} did not" if same else "")
+            + ". A test paired over seeds therefore pairs seeds, not instances: each pair is "
+            "two runs that drew the same training instances and played the same evaluation "
+            "instances, and the spread over seeds holds the spread of the instance draws as "
+            "well as of the training runs."
+        )
+    if draw.mismatched:
+        runs = ", ".join(f"{method} seed {seed}" for method, seed in draw.mismatched)
+        text += (
+            f" Within a seed the methods did not all play the same instances ({runs}); the "
+            "instance-level tests pair only the instances both runs played."
+        )
+    else:
+        text += " Within one seed every method played the same instances."
+    rows = _header(
+        ["task", "seeds"],
+        ["instances a seed", "in every seed", "in any seed", "shared by two seeds"],
+    )
+    for task, by_seed in draw.played.items():
+        sizes = sorted({len(ids) for ids in by_seed.values()})
+        size = str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+        low, high = draw.shared_by_two_seeds(task)
+        two = "-" if len(by_seed) < 2 else (str(low) if low == high else f"{low}-{high}")
+        rows.append(
+            f"| {task} | {list(by_seed)} | {size} | {draw.in_every_seed(task)} | "
+            f"{draw.in_any_seed(task)} | {two} |"
+        )
+    return [text, "", *rows]
+
+
 STATISTICS_NOTE = (
     "Each cell over seeds is `mean [low, high]`: the mean over the method's finished seeds "
     "and its 95% Student-t interval (mean ± t(0.975, n-1) · s / √n, s the sample std over "
     "seeds); a single seed has no interval. A paired cell is `+difference [low, high], p`: "
     "the mean over the seeds both methods finished (the same seed draws the same training "
-    "instances) of method - reference, its 95% t interval, and the two-sided p of the "
+    "instances; whether it also plays the same evaluation instances is said under "
+    "'Evaluated instances') of method - reference, its 95% t interval, and the two-sided p of the "
     "paired sign-flip permutation test over those seeds (`p from` names how the p was had: "
     "exact enumeration or Monte Carlo). With n paired seeds no two-sided p is below "
     "2^(1-n): 0.0625 with 5 seeds, 0.25 with 3. Under two common seeds there is no test."
@@ -505,6 +835,15 @@ PLOTS_NOTE = (
     "over seeds at each step. `entropy`, `clip_eps`, `zscore`: each method's first finished "
     "seed."
 )
+
+
+def _dev_split(results: Mapping[str, Sequence[SeedResult]]) -> str:
+    """The split the runs' final evaluations played (``dev`` when none says)."""
+    for seeds in results.values():
+        for r in seeds:
+            if r.evaluation is not None:
+                return str(r.evaluation.get("split", "dev"))
+    return "dev"
 
 
 def write_compare_report(
@@ -553,6 +892,12 @@ def write_compare_report(
         for pair in instance_pairs(results, m, ref)
     ]
     verdicts = [claim_verdict(claim, results) for claim in PAPER_CLAIMS]
+    draw = instance_draw(results, _dev_split(results))
+    signal = tasks_with_signal(tasks, start_success or {})
+    signal_lines: list[str] = []
+    signal_verdicts: list[Verdict] | None = None
+    if 0 < len(signal) < len(tasks):
+        signal_lines, signal_verdicts = _signal_section(results, verdicts, tasks, signal)
     confirmed = None if confirmation is None else ConfirmationTests.of(confirmation, tasks)
     plots = _write_plots(output_dir / "plots", results)
     report_json = _report_json(
@@ -566,6 +911,8 @@ def write_compare_report(
         instance_level,
         verdicts,
         confirmed,
+        draw,
+        (signal, signal_verdicts),
     )
     (output_dir / REPORT_JSON).write_text(json.dumps(report_json, indent=2) + "\n")
 
@@ -586,8 +933,12 @@ def write_compare_report(
         )
         lines += ["", f"Paired against {method_label(table.reference)}:", ""]
         lines.append(_paired_table(paired[table.source], [*tasks, "mean_success"]))
+        if table.source == "Table 4":
+            lines += _global_entropy_note(results, paired["Table 1"])
+    lines += ["", "## Evaluated instances", ""]
+    lines += _instances_section(draw)
     lines += ["", "## Instance-level paired tests within each seed (secondary view)", ""]
-    lines.append(_instance_table(instance_level))
+    lines.append(_instance_table(instance_level, draw=draw))
     lines += ["", "## Clipping per task (mean over steps, then over seeds)", ""]
     for key, (title, _, digits) in PER_TASK_CLIP.items():
         lines += [f"{title[0].upper()}{title[1:]} (`{key}`):", ""]
@@ -607,6 +958,8 @@ def write_compare_report(
     lines += ["", "## The paper's claims on our numbers", ""]
     lines.append(_claims_table(results, verdicts))
     lines += ["", VERDICT_NOTE]
+    lines += _paper_gain_lines(verdicts)
+    lines += signal_lines
     if confirmed is not None:
         lines += _confirmation_section(confirmed, results)
     if plots:
@@ -643,12 +996,17 @@ def _confirmation_section(
         f"The primary test on the {split} split (seeds both methods confirmed):",
         "",
         _claims_table(confirmation.results, confirmed.verdicts),
+        *_paper_gain_lines(confirmed.verdicts),
         "",
         f"Paired against {reference} on the {split} split (two-sided):",
         "",
         _paired_table(confirmed.paired, [*confirmed.tasks, "mean_success"]),
         "",
-        _instance_table(confirmed.instance_level, split),
+        f"Instances played on the {split} split:",
+        "",
+        *_instances_section(confirmed.instances),
+        "",
+        _instance_table(confirmed.instance_level, split, confirmed.instances),
     ]
 
 
@@ -769,13 +1127,23 @@ def _paired_table(pairs: Sequence[PairedSeeds], quantities: Sequence[str]) -> st
     return "\n".join(rows)
 
 
-def _instance_table(pairs: Sequence[InstancePairs], split: str = "dev") -> str:
+def _instance_table(
+    pairs: Sequence[InstancePairs], split: str = "dev", draw: InstanceDraw | None = None
+) -> str:
     if not pairs:
         return "No pair of runs with per-episode evaluations on a common seed yet."
+    same = draw is not None and not draw.mismatched
     rows = [
-        f"Within one seed both runs played the same {split} instances: per instance the change in "
-        "success rate over its samples, tested by the paired sign-flip permutation test of "
-        "the mean over tasks (two-sided: twice the smaller one-sided p).",
+        (
+            f"Within one seed both runs played the same {split} instances"
+            if same
+            else f"Within one seed, on the {split} instances both runs played"
+        )
+        + ": per instance the change in success rate over its samples, tested by the paired "
+        "sign-flip permutation test of the mean over tasks (two-sided: twice the smaller "
+        "one-sided p). The test takes that seed's instances as its units and its two runs as "
+        "given: it speaks for those two runs on those instances, not for another training "
+        "run or another draw of instances.",
         "",
         *_header(
             ["method - reference", "seed"],
@@ -964,8 +1332,11 @@ def _report_json(
     instance_level: Sequence[InstancePairs],
     verdicts: Sequence[Verdict],
     confirmed: ConfirmationTests | None,
+    draw: InstanceDraw | None,
+    signal: tuple[Sequence[str], Sequence[Verdict] | None],
 ) -> dict[str, Any]:
     quantities = [*tasks, "mean_success", *DIAGNOSTIC_TITLES, *CLIP_SHARES]
+    signal_tasks, signal_verdicts = signal
     return json_safe(
         {
             "planned_seeds": {m: list(seeds) for m, seeds in planned_seeds.items()},
@@ -1001,12 +1372,44 @@ def _report_json(
                     for method, seeds in results.items()
                 },
             },
+            "clip_range_span": {
+                method: clip_range_span(seeds) for method, seeds in results.items() if seeds
+            },
             "paired": [_pair_json(p) for p in paired],
+            "instances": _instances_json(draw),
             "instance_level": [_instance_json(p) for p in instance_level],
             "claims": [_verdict_json(v) for v in verdicts],
+            "claims_on_tasks_with_signal": None
+            if signal_verdicts is None
+            else {
+                "tasks": list(signal_tasks),
+                "about": "figure 1(c)'s claims on the entropy curves of the tasks the start "
+                "solves at all (dev success above 0)",
+                "claims": [_verdict_json(v) for v in signal_verdicts],
+            },
             "confirmation": None if confirmed is None else _confirmation_json(confirmed),
         }
     )
+
+
+def _instances_json(draw: InstanceDraw | None) -> dict[str, Any] | None:
+    if draw is None:
+        return None
+    return {
+        "split": draw.split,
+        "about": "per task, the sample ids each seed played (those of the seed's first method)",
+        "varying_tasks": draw.varying_tasks(),
+        "mismatched": [[method, seed] for method, seed in draw.mismatched],
+        "tasks": {
+            task: {
+                "in_every_seed": draw.in_every_seed(task),
+                "in_any_seed": draw.in_any_seed(task),
+                "shared_by_two_seeds": list(draw.shared_by_two_seeds(task)),
+                "seeds": {str(seed): list(ids) for seed, ids in by_seed.items()},
+            }
+            for task, by_seed in draw.played.items()
+        },
+    }
 
 
 def _instance_json(pair: InstancePairs) -> dict[str, Any]:
@@ -1029,6 +1432,7 @@ def _verdict_json(verdict: Verdict) -> dict[str, Any]:
         "better": verdict.claim.better,
         "worse": verdict.claim.worse,
         "verdict": verdict.verdict,
+        "paper_gain": verdict.claim.paper_gain,
         "claimed": _pair_json(verdict.claimed),
         "opposite": _pair_json(verdict.opposite),
     }
@@ -1061,6 +1465,7 @@ def _confirmation_json(confirmed: ConfirmationTests) -> dict[str, Any]:
         },
         "paired": [_pair_json(p) for p in confirmed.paired],
         "claims": [_verdict_json(v) for v in confirmed.verdicts],
+        "instances": _instances_json(confirmed.instances),
         "instance_level": [_instance_json(p) for p in confirmed.instance_level],
     }
 
