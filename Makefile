@@ -28,11 +28,18 @@ demo: setup
 # OpenRLHF 0.11.2 go into the main venv: SkyRL-gym's requirements are light, and OpenRLHF
 # goes in without its requirements (it pins flash-attn, which builds from source and fails
 # here) plus pylatexenc, the one its `openrlhf.utils` import needs that the venv lacks.
-ADAPTER_STAMP := $(VENV)/.adapter-libs-skyrl-gym-0.4.0-openrlhf-0.11.2
+# verifiers 0.4.0 (docs/verifiers.md) goes in with the verifiers extra's fastmcp bound; the
+# OpenEnv client it requires, openenv 0.4.1, goes into a folder of its own: it installs the
+# same `openenv` package as openenv-core 0.3, which the servers run on, and
+# tests/test_adapters_verifiers.py puts it on the path of the process that runs vf-eval.
+ADAPTER_STAMP := $(VENV)/.adapter-libs-skyrl-gym-0.4.0-openrlhf-0.11.2-verifiers-0.4.0
 adapter-libs: $(ADAPTER_STAMP)
 $(ADAPTER_STAMP): $(STAMP)
 	$(PY) -m pip install -q skyrl-gym==0.4.0 pylatexenc
 	$(PY) -m pip install -q --no-deps openrlhf==0.11.2
+	$(PY) -m pip install -q verifiers==0.4.0 "fastmcp>=3,<4.1.2"
+	rm -rf $(VENV)/openenv-0.4.1
+	$(PY) -m pip install -q --no-deps --target $(VENV)/openenv-0.4.1 openenv==0.4.1
 	rm -f $(VENV)/.adapter-libs-*
 	touch $(ADAPTER_STAMP)
 
