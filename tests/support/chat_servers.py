@@ -43,8 +43,8 @@ BODY_READERS: dict[str, Callable[[bytes], dict[str, Any]]] = {
 class ChatServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, reply: Reply) -> None:
-        super().__init__(("127.0.0.1", 0), ChatHandler)
+    def __init__(self, reply: Reply, port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), ChatHandler)
         self.reply = reply
         self.requests: list[dict[str, Any]] = []
 
