@@ -57,8 +57,8 @@ class AgentBenchAction(Action):
     text: str | None = Field(
         max_length=MAX_ACTION_CHARS,
         description="the model's raw reply, which calls one of the tools listed in the "
-        "reset observation's info.tools: a Hermes block <tool_call>{\"name\": ..., "
-        "\"arguments\": {...}}</tool_call> or that JSON alone; null when tool_call is given",
+        'reset observation\'s info.tools: a Hermes block <tool_call>{"name": ..., '
+        '"arguments": {...}}</tool_call> or that JSON alone; null when tool_call is given',
     )
     tool_call: Any = Field(default=None, description="an already-parsed call")
 
