@@ -42,12 +42,15 @@ def execute(query: str) -> dict[str, Any]:
 
 
 def episode_objects(url: str) -> set[str]:
-    """Names of episode databases/schemas and users/roles on the server."""
+    """Names of episode databases (PostgreSQL: and schemas of the admin's database) and
+    users/roles on the server."""
     engine = sa.create_engine(url)
     like = EPISODE_PREFIX.replace("_", "\\_") + "%"
     with engine.connect() as connection:
+        queries: tuple[str, ...]
         if engine.dialect.name == "postgresql":
             queries = (
+                "SELECT datname FROM pg_database WHERE datname LIKE %(p)s",
                 "SELECT nspname FROM pg_namespace WHERE nspname LIKE %(p)s",
                 "SELECT rolname FROM pg_roles WHERE rolname LIKE %(p)s",
             )
@@ -87,13 +90,20 @@ def test_episode_runs_agentbench_sql_and_scores(env: DBEnv) -> None:
     assert (reward, terminated) == (1.0, True)
 
 
+def _homes(env: Any) -> set[str]:
+    """The database a PostgreSQL backend keeps for its episodes (MariaDB: none)."""
+    return {env.backend.database_name} if env.backend.dialect == "postgres" else set()
+
+
 def test_each_episode_gets_a_fresh_database_dropped_at_the_end(url: str) -> None:
     before = episode_objects(url)
     env = DBEnv([PEOPLE], db_url=url)
     env.reset(options={"index": 0})
     env.step(execute("DELETE FROM `People Table`"))
-    first = episode_objects(url) - before
-    assert len(first) == 1  # one database/schema and one user/role of the same name
+    first = episode_objects(url) - before - _homes(env)
+    # MariaDB: one database and one user of the same name; PostgreSQL: a schema and a
+    # role of the same name, in the backend's database
+    assert len(first) == 1
     env.reset(options={"index": 0})
     assert env.step(execute("SELECT COUNT(*) FROM `People Table`"))[0] == "[(3,)]"
     env.backend.wait_for_drops()  # type: ignore[attr-defined]
@@ -106,11 +116,14 @@ def test_abandoned_env_drops_its_database_when_collected(url: str) -> None:
     before = episode_objects(url)
     env = DBEnv([PEOPLE], db_url=url)
     env.reset(options={"index": 0})
-    assert len(episode_objects(url) - before) == 1
+    homes = _homes(env)
+    assert len(episode_objects(url) - before - homes) == 1
     backend = env.backend
     del env
     gc.collect()
     backend.wait_for_drops()  # type: ignore[attr-defined]
+    assert episode_objects(url) - homes == before
+    backend.close()
     assert episode_objects(url) == before
 
 

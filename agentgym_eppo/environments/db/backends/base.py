@@ -25,6 +25,15 @@ EPISODE_STORAGE_LIMIT = 256 * 1024 * 1024
 """What one episode's tables may occupy: SQLite refuses to grow past it; on a server the
 size is checked after every statement that is not a query, and an episode past it
 ends as ``agent_invalid_action``."""
+EPISODE_RELATION_LIMIT = 1_000
+"""Relations an episode's database may hold on a server (PostgreSQL: tables with their
+TOAST tables, indexes, views, sequences, in its schema or owned by its role; MariaDB:
+tables and views), counted with the size. Empty tables occupy no bytes on PostgreSQL:
+10,000 of them, made in 5 statements, never reached the size bound."""
+_RELATIONS_MESSAGE = (
+    "the episode's database holds more than {:,} tables, indexes, views and sequences, "
+    "more than an episode may; the episode ends"
+)
 _STORAGE_CHECK_SECONDS = 0.05
 """Servers: the episode's size is read once its writing statements have run this long
 since the last reading (the catalogue query costs 3-15 ms on MariaDB)."""
@@ -124,7 +133,8 @@ def _is_leftover(name: str, live: set[str], grace: float) -> bool:
 
 
 class StorageLimitExceeded(Exception):
-    """The episode's database grew past :data:`EPISODE_STORAGE_LIMIT` (servers)."""
+    """The episode's database grew past :data:`EPISODE_STORAGE_LIMIT` or
+    :data:`EPISODE_RELATION_LIMIT` (servers)."""
 
 
 class EpisodeDatabase(abc.ABC):

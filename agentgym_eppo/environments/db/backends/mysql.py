@@ -150,9 +150,10 @@ class MySQLBackend(ServerBackend):
                             break
                         time.sleep(0.05)
 
-    def storage_used(self, name: str) -> int:
-        """InnoDB's tablespace files (exact; the tables' ``data_length`` lags behind)
-        plus the other engines' data and index lengths."""
+    def storage_used(self, name: str) -> tuple[int, int]:
+        """Bytes: InnoDB's tablespace files (exact; the tables' ``data_length`` lags
+        behind) plus the other engines' data and index lengths; and the number of
+        tables and views."""
         pattern = name.replace("_", "\\_") + "/%"
         with self.admin.connect() as admin:
             try:
@@ -162,21 +163,27 @@ class MySQLBackend(ServerBackend):
                     "information_schema.INNODB_SYS_TABLESPACES WHERE NAME LIKE %s",
                     (pattern,),
                 )[0][0]
-                engines = "AND engine <> 'InnoDB'"
+                engines = "engine <> 'InnoDB'"
             except self.dbapi.Error:  # MySQL names that view differently: lengths only
-                innodb, engines = 0, ""
-            other = _run(
+                innodb, engines = 0, "TRUE"
+            other, relations = _run(
                 admin,
-                "SELECT COALESCE(SUM(data_length + index_length), 0) FROM "
-                f"information_schema.tables WHERE table_schema = %s {engines}",
+                f"SELECT COALESCE(SUM(CASE WHEN {engines} THEN data_length + index_length END), 0), "
+                "COUNT(*) FROM information_schema.tables WHERE table_schema = %s",
                 (name,),
-            )[0][0]
-        return int(innodb) + int(other)
+            )[0]
+        return int(innodb) + int(other), int(relations)
 
     def server_started(self) -> float:
         with self.admin.connect() as admin:
             uptime = _run(admin, "SHOW GLOBAL STATUS LIKE 'Uptime'")[0][1]
         return time.time() - float(uptime)
+
+    def _read_session_busy(self, admin: sa.Connection, session: int) -> bool | None:
+        rows = _run(
+            admin, "SELECT COMMAND FROM information_schema.PROCESSLIST WHERE ID = %s", (session,)
+        )
+        return rows[0][0] != "Sleep" if rows else None
 
     def _read_session_memory(self, admin: sa.Connection, session: int) -> int | None:
         rows = _run(
@@ -324,7 +331,7 @@ class MySQLEpisode(ServerEpisode):
             with contextlib.suppress(Exception):  # a killed query ends its stream with an error
                 cursor.close()
 
-    def _storage_used(self) -> int:
+    def _storage_used(self) -> tuple[int, int]:
         return self.backend.storage_used(self.name)
 
     def _terminate(self) -> None:

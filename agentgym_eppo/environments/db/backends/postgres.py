@@ -1,16 +1,20 @@
-"""PostgreSQL: a schema and a login role of the same name per episode."""
+"""PostgreSQL: a database per environment; a schema and a login role of one name per episode."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import secrets
+import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from psycopg.pq import TransactionStatus
+from sqlalchemy.engine import URL
 
 from ..dialect import MultipleStatementsError, translate
 from ..tasks import TableSpec
@@ -24,86 +28,260 @@ from .base import (
     RowRenderer,
     _is_leftover,
     episode_name,
+    quote_ansi,
 )
 from .server import (
     ServerBackend,
     ServerEpisode,
     SessionLost,
     _batches,
-    _insert_rows,
     _run,
 )
 
 logger = logging.getLogger(__name__)
 
 
+_DROP_LOCK_WAIT = 5
+"""Seconds a drop waits for a lock (PostgreSQL's ``lock_timeout`` is unlimited): a drop
+that something holds up fails, is logged and is left to the next start-up clean-up."""
+_DROP_BATCH = 200
+"""Relations dropped per transaction: each takes a few locks, and one transaction
+dropping a schema of 10,000 tables ran out of the server's lock table ("out of shared
+memory"), leaving the schema, the role and 10,001 catalogue rows behind."""
+_DROP_KIND = {
+    "r": "TABLE",
+    "p": "TABLE",
+    "f": "FOREIGN TABLE",
+    "v": "VIEW",
+    "m": "MATERIALIZED VIEW",
+    "S": "SEQUENCE",
+}
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _drop_database(admin: sa.Connection, name: str, quote: Any) -> None:
+    """``DROP DATABASE`` that ends the sessions in it (``WITH (FORCE)`` from 13 on)."""
+    if admin.connection.driver_connection.info.server_version >= 130000:  # type: ignore[union-attr]
+        _run(admin, f"DROP DATABASE IF EXISTS {quote(name)} WITH (FORCE)")
+        return
+    _run(
+        admin, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
+    )
+    _run(admin, f"DROP DATABASE IF EXISTS {quote(name)}")
+
+
 class PostgresBackend(ServerBackend):
-    """PostgreSQL: a schema and a least-privilege login role per episode."""
+    """PostgreSQL: a database per backend (one environment), made for its first episode
+    and dropped when it closes; a schema and a least-privilege login role per episode in
+    it, dropped when the episode ends, before the next one begins.
+
+    A database rather than schemas of the admin's database: the catalogue
+    (``pg_attribute``, ``pg_attrdef``, ``pg_constraint``, ``pg_description``,
+    ``pg_proc``) and the table statistics (``pg_stat_*_tables``) are per database and
+    readable by every role, so schemas of one database showed each other's episodes their
+    column names, row counts, write counters and the text of their defaults, checks,
+    comments and functions. Episodes of two environments never share a database; those
+    of one run one after another, and nothing of an episode is left when the next
+    begins. One ``CREATE DATABASE`` per environment (from ``template0``, 0.1-0.4 s
+    here), not per episode, and an admin session kept in it, so a start-up clean-up in
+    another process sees the database in use.
+    """
 
     dialect = "postgres"
+    _database_options: str | None = None
+
+    def __init__(self, url: URL, statement_timeout: float) -> None:
+        super().__init__(url, statement_timeout)
+        self.database_name = episode_name()  # made with the first episode
+        self._home: Any = None  # the admin's session in it
+        self._home_lock = threading.RLock()
+        self._finalizer: weakref.finalize | None = None
+
+    def connect_admin_to(self, database: str) -> Any:
+        """A new DBAPI connection as the admin to ``database``."""
+        url = self.url.set(database=database)
+        cargs, cparams = self.admin.dialect.create_connect_args(url)
+        return self.admin.dialect.connect(*cargs, **cparams)
+
+    def _home_session(self) -> Any:
+        """The admin's session in the backend's database, making the database first."""
+        if self._home is None or self._home.closed:
+            if self._finalizer is None:
+                with self.admin.connect() as admin:
+                    _run(
+                        admin,
+                        f"CREATE DATABASE {self.quote(self.database_name)} {self._options(admin)}",
+                    )
+                    _run(
+                        admin,
+                        f"REVOKE ALL ON DATABASE {self.quote(self.database_name)} FROM PUBLIC",
+                    )
+                # Dropped at interpreter exit too, after the episode (finalizers run newest first).
+                self._finalizer = weakref.finalize(
+                    self, _drop_home_quietly, self.admin, self.database_name
+                )
+            self._home = self.connect_admin_to(self.database_name)
+            self._home.autocommit = True
+            self._home.execute(f"SET lock_timeout = '{_DROP_LOCK_WAIT}s'")
+            # Episodes are made and dropped by the thousand and do not outlive a crash:
+            # their commits need not wait for the WAL to reach the disk.
+            self._home.execute("SET synchronous_commit = off")
+            with contextlib.suppress(self.dbapi.Error):  # superuser only (see create_episode)
+                self._home.execute("SET track_counts = off")
+            self._home.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")  # before 15
+        return self._home
+
+    def _options(self, admin: sa.Connection) -> str:
+        """``CREATE DATABASE`` options giving the backend's database the encoding and
+        collation of the admin's, so text sorts and compares as it does there."""
+        if self._database_options is None:
+            encoding, collate, ctype = _run(
+                admin,
+                "SELECT pg_encoding_to_char(encoding), datcollate, datctype FROM pg_database "
+                "WHERE datname = current_database()",
+            )[0]
+            self._database_options = (
+                f"TEMPLATE template0 ENCODING {_literal(encoding)} "
+                f"LC_COLLATE {_literal(collate)} LC_CTYPE {_literal(ctype)}"
+            )
+        return self._database_options
 
     def create_episode(self, tables: Sequence[TableSpec]) -> PostgresEpisode:
-        """Role, schema, tables and rows in one transaction: one commit (one WAL flush)
-        instead of one per statement, and nothing half-made if a step fails."""
+        """Role, schema, tables and rows in one transaction on the admin's session in the
+        backend's database: one commit, and nothing half-made if a step fails."""
         name, password = episode_name(), secrets.token_hex(16)
-        schema = self.quote(name)
+        quoted, database = self.quote(name), self.quote(self.database_name)
         timeout_ms = int(self.statement_timeout * 1000)
-        statements = [
-            f"CREATE ROLE {schema} LOGIN PASSWORD '{password}' NOSUPERUSER NOCREATEDB "
-            "NOCREATEROLE NOREPLICATION CONNECTION LIMIT 4",
-            f"CREATE SCHEMA {schema}",
-            f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {schema}",
-            f"ALTER ROLE {schema} SET search_path = {schema}",
-            f"ALTER ROLE {schema} SET statement_timeout = {timeout_ms}",
-        ]
-        # Sorts and hashes spill to temp files outside any table: bound them too
-        # (superuser only; an admin without it leaves the server's own limit).
-        optional = [f"ALTER ROLE {schema} SET temp_file_limit = '{EPISODE_STORAGE_LIMIT >> 10}kB'"]
-        with self.admin.connect() as admin:
-            driver: Any = admin.connection.driver_connection
-            with driver.transaction():
-                for statement in statements:
-                    _run(admin, statement)
-                for table in tables:
-                    target = f"{schema}.{self.quote(table.name)}"
-                    columns = ", ".join(f"{self.quote(c)} TEXT" for c in table.columns)
-                    _run(admin, f"CREATE TABLE {target} ({columns})")
-                    _insert_rows(admin, target, table)
-                _run(
-                    admin,
-                    f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {schema}",
-                )
-            for statement in optional:
-                try:
-                    with driver.transaction():
-                        _run(admin, statement)
-                except self.dbapi.Error:
-                    logger.debug("%s failed", statement, exc_info=True)
+        with self._home_lock:
+            home = self._home_session()
+            try:
+                with home.transaction():
+                    for statement in (
+                        f"CREATE ROLE {quoted} LOGIN PASSWORD '{password}' NOSUPERUSER "
+                        "NOCREATEDB NOCREATEROLE NOREPLICATION CONNECTION LIMIT 4",
+                        f"GRANT CONNECT, TEMPORARY ON DATABASE {database} TO {quoted}",
+                        f"ALTER ROLE {quoted} SET search_path = {quoted}",
+                        f"ALTER ROLE {quoted} SET statement_timeout = {timeout_ms}",
+                        f"CREATE SCHEMA {quoted}",
+                        f"GRANT USAGE, CREATE ON SCHEMA {quoted} TO {quoted}",
+                    ):
+                        home.execute(statement)
+                    self._superuser_settings(home, quoted)
+                    for table in tables:
+                        target = f"{quoted}.{self.quote(table.name)}"
+                        columns = ", ".join(f"{self.quote(c)} TEXT" for c in table.columns)
+                        home.execute(f"CREATE TABLE {target} ({columns})")
+                        if table.rows:
+                            marks = ", ".join(["%s"] * len(table.columns))
+                            escaped = target.replace("%", "%%")  # %-formatted with params
+                            with home.cursor() as cursor:
+                                cursor.executemany(
+                                    f"INSERT INTO {escaped} VALUES ({marks})", table.rows
+                                )
+                    home.execute(
+                        f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {quoted} "
+                        f"TO {quoted}"
+                    )
+                return PostgresEpisode(self, name, password)
+            except BaseException:
+                self.drop_later(name)
+                raise
+
+    _superuser: bool | None = None  # whether the admin may make the settings below
+
+    def _superuser_settings(self, home: Any, role: str) -> None:
+        """Settings only a superuser makes (an admin without the right leaves the
+        server's own; tried once per backend): sorts and hashes spill to temp files
+        outside any table, bound them too; and keep row counts and write counters out
+        of ``pg_stat_database``, which every role reads for every database."""
+        if self._superuser is False:
+            return
         try:
-            return PostgresEpisode(self, name, password)
-        except BaseException:
-            self._drop(name)
-            raise
+            with home.transaction():  # a savepoint
+                home.execute(
+                    f"ALTER ROLE {role} SET temp_file_limit = '{EPISODE_STORAGE_LIMIT >> 10}kB'"
+                )
+                home.execute(f"ALTER ROLE {role} SET track_counts = off")
+        except self.dbapi.Error:
+            logger.info("the admin may not bound temp files or turn off table statistics per role")
+            self._superuser = False
+            return
+        self._superuser = True
+
+    def drop_later(self, name: str) -> None:
+        """Drop episode ``name`` now: the next episode runs in the same database, and
+        must find nothing of this one there (a schema drops in milliseconds)."""
+        try:
+            self._drop_episode(name)
+        except Exception:  # start-up clean-up will retry it
+            logger.warning("dropping episode %s failed", name, exc_info=True)
+
+    def _drop_episode(self, name: str) -> None:
+        """Episode ``name`` in the backend's database: its prepared transactions, its
+        schema, what its role owns, and the role, in one transaction (after dropping
+        the relations of a schema that holds many in batches)."""
+        quoted = self.quote(name)
+        with self._home_lock:
+            home = self._home_session()
+            home.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,)
+            )
+            for (gid,) in home.execute(
+                "SELECT gid FROM pg_prepared_xacts WHERE owner = %s AND database = current_database()",
+                (name,),
+            ).fetchall():
+                # Where the server allows two-phase commit (max_prepared_transactions > 0),
+                # a prepared transaction outlives its session and keeps its locks.
+                home.execute(f"ROLLBACK PREPARED {_literal(gid)}")
+            _drop_schema(home, name, self.quote)
+            with home.transaction():
+                home.execute(f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
+                if home.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
+                    home.execute(f"DROP OWNED BY {quoted} CASCADE")
+                    home.execute(f"DROP ROLE {quoted}")
 
     def _drop(self, name: str) -> None:
+        """A leftover of a killed process: a backend's database (with every episode in
+        it), a schema in the admin's database (the earlier one-database layout), a role."""
         quoted = self.quote(name)
         with self.admin.connect() as admin:
+            _run(admin, f"SET lock_timeout = '{_DROP_LOCK_WAIT}s'")
+            _drop_database(admin, name, self.quote)
+            driver: Any = admin.connection.driver_connection
+            _drop_schema(driver, name, self.quote)
             _run(
                 admin,
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
                 (name,),
             )
-            driver: Any = admin.connection.driver_connection
             with driver.transaction():
                 _run(admin, f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
                 if _run(admin, "SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)):
                     _run(admin, f"DROP OWNED BY {quoted} CASCADE")
                     _run(admin, f"DROP ROLE {quoted}")
 
+    def close(self) -> None:
+        with self._home_lock:
+            if self._home is not None:
+                with contextlib.suppress(Exception):
+                    self._home.close()
+                self._home = None
+            if self._finalizer is not None:
+                self._finalizer()  # drops the database
+                self._finalizer = None
+        super().close()
+
     def server_started(self) -> float:
         with self.admin.connect() as admin:
             rows = _run(admin, "SELECT extract(epoch FROM pg_postmaster_start_time())::float8")
         return float(rows[0][0])
+
+    def _read_session_busy(self, admin: sa.Connection, session: int) -> bool | None:
+        rows = _run(admin, "SELECT state FROM pg_stat_activity WHERE pid = %s", (session,))
+        return rows[0][0] == "active" if rows else None
 
     def _read_session_memory(self, admin: sa.Connection, session: int) -> int | None:
         """The backend process's private memory (``RssAnon`` of ``/proc/<pid>/status``,
@@ -115,18 +293,66 @@ class PostgresBackend(ServerBackend):
         return int(found.group(1)) * 1024 if found else None
 
     def cleanup_leftovers(self, grace: float = LEFTOVER_GRACE_SECONDS) -> list[str]:
+        """Databases first: dropping one drops the episodes in it, and frees their roles."""
         pattern = EPISODE_PREFIX.replace("_", "\\_") + "%"
         with self.admin.connect() as admin:
+            databases = _run(
+                admin, "SELECT datname FROM pg_database WHERE datname LIKE %s", (pattern,)
+            )
             schemas = _run(
                 admin, "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (pattern,)
             )
             roles = _run(admin, "SELECT rolname FROM pg_roles WHERE rolname LIKE %s", (pattern,))
-            live = {row[0] for row in _run(admin, "SELECT usename FROM pg_stat_activity") if row[0]}
-            names = sorted({row[0] for row in [*schemas, *roles]})
-        stale = [name for name in names if _is_leftover(name, live, grace)]
-        for name in stale:
-            self._drop(name)
-        return stale
+            live = {
+                name
+                for row in _run(admin, "SELECT usename, datname FROM pg_stat_activity")
+                for name in row
+                if name
+            }
+        first = sorted(row[0] for row in databases)
+        names = first + sorted({row[0] for row in [*schemas, *roles]} - set(first))
+        dropped = []
+        for name in names:
+            if not _is_leftover(name, live, grace):
+                continue
+            try:
+                self._drop(name)
+            except self.dbapi.Error as error:  # held by a lock: left for the next start-up
+                logger.warning("leftover episode database %s not dropped: %s", name, error)
+                continue
+            dropped.append(name)
+        return dropped
+
+
+def _drop_home_quietly(admin: sa.Engine, name: str) -> None:
+    try:
+        with admin.connect() as connection:
+            _run(connection, f"SET lock_timeout = '{_DROP_LOCK_WAIT}s'")
+            _drop_database(connection, name, quote_ansi)
+    except Exception:  # start-up clean-up will retry it
+        logger.warning("dropping the episodes' database %s failed", name, exc_info=True)
+
+
+def _drop_schema(session: Any, name: str, quote: Any) -> None:
+    """The relations of schema ``name``, ``_DROP_BATCH`` to a transaction, while there
+    are more than that (the caller drops the schema and the rest in one transaction),
+    on the DBAPI ``session`` (autocommit)."""
+    quoted = quote(name)
+    while True:
+        with session.cursor() as cursor:
+            cursor.execute(
+                "SELECT c.relkind, c.relname FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = ANY(%s) LIMIT %s",
+                (name, list(_DROP_KIND), _DROP_BATCH + 1),
+            )
+            relations = cursor.fetchall()
+        if len(relations) <= _DROP_BATCH:
+            return
+        with session.transaction(), session.cursor() as cursor:
+            for kind, relation in relations:
+                cursor.execute(
+                    f"DROP {_DROP_KIND[kind]} IF EXISTS {quoted}.{quote(relation)} CASCADE"
+                )
 
 
 _RSS_ANON = re.compile(r"^RssAnon:\s*(\d+)\s*kB", re.MULTILINE)
@@ -148,15 +374,17 @@ def _pin_statement(server_version: int) -> str:
 
 _EQ = "OPERATOR(pg_catalog.=)"
 _STORAGE_QUERY = (
-    "SELECT COALESCE(pg_catalog.sum(pg_catalog.pg_total_relation_size(c.oid)), 0)::pg_catalog.int8 "
+    "SELECT COALESCE(pg_catalog.sum(pg_catalog.pg_total_relation_size(c.oid)) "
+    f"FILTER (WHERE c.relkind {_EQ} ANY (ARRAY['r', 'm', 'p']::pg_catalog.\"char\"[])), 0)"
+    "::pg_catalog.int8, pg_catalog.count(*) "
     "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
     f"ON n.oid {_EQ} c.relnamespace "
-    f"WHERE c.relkind {_EQ} ANY (ARRAY['r', 'm', 'p']::pg_catalog.\"char\"[]) "
-    f"AND (n.nspname {_EQ} %s::pg_catalog.name "
-    f"OR pg_catalog.pg_get_userbyid(c.relowner) {_EQ} %s::pg_catalog.name)"
+    f"WHERE n.nspname {_EQ} %s::pg_catalog.name "
+    f"OR pg_catalog.pg_get_userbyid(c.relowner) {_EQ} %s::pg_catalog.name"
 )
 """Bytes of the tables (with TOAST and indexes) in the episode's schema or owned by its
-role (temporary tables live in a ``pg_temp_N`` schema)."""
+role (temporary tables live in a ``pg_temp_N`` schema), and the number of relations of
+every kind there."""
 
 _PG_QUERY = re.compile(r"^[\s(]*(SELECT|VALUES|TABLE|WITH)\b", re.IGNORECASE)
 
@@ -250,11 +478,12 @@ _COMMAND_OK = 1  # libpq's PGRES_COMMAND_OK: what a successful prepare or descri
 
 class PostgresEpisode(ServerEpisode):
     dialect = "postgres"
+    backend: PostgresBackend
 
     def __init__(self, backend: PostgresBackend, name: str, password: str) -> None:
         self.backend = backend
         self.name = name
-        self.connection = backend.connect_as(name, password)
+        self.connection = backend.connect_as(name, password, database=backend.database_name)
         self.connection.autocommit = True
         self.dropped = False
         self._cursors = 0
@@ -288,7 +517,7 @@ class PostgresEpisode(ServerEpisode):
         except (UnicodeError, ValueError) as error:  # text the driver cannot send
             return QueryResult(f"Error: {error}", error=True)
 
-    def _storage_used(self) -> int | None:
+    def _storage_used(self) -> tuple[int, int] | None:
         """Measured on the episode's own session: its own locks (``LOCK TABLE``,
         ``TRUNCATE`` in an open transaction) cannot block it there as they would block
         the admin, and it sees the tables the episode's open transaction has created.
@@ -304,7 +533,17 @@ class PostgresEpisode(ServerEpisode):
             if self.connection.closed:
                 raise SessionLost(_first_line(error)) from error
             return None  # refused (the agent's own statement timeout, say)
-        return int(row[0]) if row else None
+        return (int(row[0]), int(row[1])) if row else None
+
+    def table_rows(self, table: TableSpec) -> list[tuple[Any, ...]]:
+        """Read as the admin, on its session in the backend's database."""
+        quote = self.backend.quote
+        columns = ", ".join(map(quote, table.columns))
+        with self.backend._home_lock:
+            rows = self.backend._home_session().execute(
+                f"SELECT {columns} FROM {quote(self.name)}.{quote(table.name)}"
+            )
+            return [tuple(row) for row in rows.fetchall()]
 
     def _terminate(self) -> None:
         with self.backend.admin.connect() as admin:

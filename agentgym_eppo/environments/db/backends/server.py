@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
@@ -26,9 +26,11 @@ from .base import (
     _FETCH_BATCH,
     _MEMORY_MESSAGE,
     _MEMORY_POLL_SECONDS,
+    _RELATIONS_MESSAGE,
     _STORAGE_CHECK_SECONDS,
     _STORAGE_MESSAGE,
     _WATCHDOG_GRACE,
+    EPISODE_RELATION_LIMIT,
     EPISODE_SESSION_MEMORY,
     EPISODE_STORAGE_LIMIT,
     LEFTOVER_GRACE_SECONDS,
@@ -42,6 +44,8 @@ from .base import (
 
 logger = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+
 _RESTART_TOLERANCE = 2.0
 """Seconds two readings of the server's start time may differ by and still name the same
 run of the server (MariaDB reports its uptime in whole seconds)."""
@@ -51,6 +55,10 @@ class SessionLost(Exception):
     """The episode's own connection to the server is gone; the message says how."""
 
 
+_TERMINATE_GRACE = 10.0
+"""Seconds a statement may go on after its first cancel before its session is ended.
+PostgreSQL honours a cancel only where it checks for one: planning a 20-way join on
+this loaded machine went on for ~6 s after it."""
 _PROBE_WAIT = 1.0
 """Seconds a reading of a session's memory waits for the connection it is read on (held
 by the watchdog's last reading) before it gives up on this reading."""
@@ -58,18 +66,23 @@ by the watchdog's last reading) before it gives up on this reading."""
 
 class _Watchdog:
     """Stops a statement from outside. ``cancel`` once it has run ``delay`` seconds
-    (``fired`` then says so), then ``terminate`` (its session) if it still runs
-    ``_WATCHDOG_GRACE`` later: a MariaDB compound statement (``BEGIN NOT ATOMIC``,
-    ``WHILE``) goes on past both its ``max_statement_time`` and ``KILL QUERY``, which
-    only stop the statement inside it that runs at the time. Given ``over_bound``, it
-    is called every ``_MEMORY_POLL_SECONDS`` while the statement runs; once true, the
-    session is terminated at once. ``terminated`` says whether the session was."""
+    (``fired`` then says so) and every ``_WATCHDOG_GRACE`` after, then ``terminate`` (its
+    session) where ``busy()`` says the server still runs it ``_TERMINATE_GRACE`` after
+    the first cancel: a MariaDB compound statement
+    (``BEGIN NOT ATOMIC``, ``WHILE``) goes on past both its ``max_statement_time`` and
+    ``KILL QUERY``, which only stop the statement inside it that runs at the time. A
+    session the server has idle is left alone: the client is still reading what the
+    statement returned (PostgreSQL's cursor between two fetches, where a cancel finds
+    nothing to stop), which ends on its own. Given ``over_bound``, it is called every
+    ``_MEMORY_POLL_SECONDS`` while the statement runs; once true, the session is
+    terminated at once. ``terminated`` says whether the session was."""
 
     def __init__(
         self,
         delay: float,
         cancel: Callable[[], None],
         terminate: Callable[[], None],
+        busy: Callable[[], bool],
         over_bound: Callable[[], bool] | None = None,
     ) -> None:
         self.fired = False
@@ -77,6 +90,7 @@ class _Watchdog:
         self._delay = delay
         self._cancel = cancel
         self._terminate = terminate
+        self._busy = busy
         self._over_bound = over_bound
         self._done = threading.Event()
         self._thread = threading.Thread(
@@ -93,9 +107,13 @@ class _Watchdog:
                 return
             if time.monotonic() >= deadline:
                 self.fired = True
-                self._call(self._cancel)
-                if self._done.wait(_WATCHDOG_GRACE):
-                    return
+                give_up = time.monotonic() + _TERMINATE_GRACE
+                while True:  # again every second: a cancel between two fetches is lost
+                    self._call(self._cancel)
+                    if self._done.wait(_WATCHDOG_GRACE):
+                        return
+                    if time.monotonic() >= give_up and self._busy():
+                        break
                 break
             if self._over_bound is not None and self._over_bound():
                 break
@@ -202,38 +220,55 @@ class ServerBackend(DBBackend):
         """When the server last started (Unix seconds), read over the admin connection."""
 
     @abc.abstractmethod
+    def _read_session_busy(self, admin: sa.Connection, session: int) -> bool | None:
+        """Whether session ``session`` runs a statement now, read on ``admin``; None
+        where the session is not found."""
+
+    def session_busy(self, session: int) -> bool | None:
+        """Whether the session with id ``session`` runs a statement now, on the admin
+        connection kept for such readings; None where it cannot be read."""
+        return self._probe_read(self._read_session_busy, session)
+
+    @abc.abstractmethod
     def _read_session_memory(self, admin: sa.Connection, session: int) -> int | None:
         """Bytes of the server's memory that session ``session`` holds, read on ``admin``
         (raises the driver's error where the server cannot say)."""
 
     def session_memory(self, session: int) -> int | None:
         """Bytes of the server's memory that the session with id ``session`` holds now,
-        on an admin connection kept for these readings; None where it cannot be read
+        on the admin connection kept for such readings; None where it cannot be read
         (the session is gone, or the server or the admin's rights do not allow it: the
         first such failure turns the readings off for this backend, and says so)."""
-        if self._memory_readable is False or not self._probe_lock.acquire(timeout=_PROBE_WAIT):
+        if self._memory_readable is False:
+            return None
+        used = self._probe_read(self._read_session_memory, session)
+        if self._memory_readable is None:
+            self._memory_readable = used is not None
+            if used is None:
+                logger.info(
+                    "the server memory of episode sessions cannot be read; the bounds on it "
+                    "(%d MiB between statements, %d MiB during one) are off for this backend",
+                    EPISODE_SESSION_MEMORY >> 20,
+                    STATEMENT_SESSION_MEMORY >> 20,
+                )
+        return used
+
+    def _probe_read(self, read: Callable[[sa.Connection, int], _T], session: int) -> _T | None:
+        """``read(admin, session)`` on the admin connection kept for readings of
+        sessions; None where it fails (the connection is made again next time) or is
+        held by another reading for more than ``_PROBE_WAIT``."""
+        if not self._probe_lock.acquire(timeout=_PROBE_WAIT):
             return None
         try:
             if self._probe is None:
                 self._probe = self.admin.connect()
-            used = self._read_session_memory(self._probe, session)
-        except Exception as error:
+            return read(self._probe, session)
+        except Exception:
+            logger.debug("reading session %s failed", session, exc_info=True)
             self._close_probe()
-            if self._memory_readable is None:
-                self._memory_readable = False
-                logger.info(
-                    "the server memory of episode sessions cannot be read (%s); the bound "
-                    "on it (%d MiB) is off for this backend",
-                    error,
-                    EPISODE_SESSION_MEMORY >> 20,
-                )
-            else:
-                logger.debug("reading a session's memory failed", exc_info=True)
             return None
         finally:
             self._probe_lock.release()
-        self._memory_readable = True
-        return used
 
     def _close_probe(self) -> None:
         probe, self._probe = self._probe, None
@@ -348,12 +383,15 @@ class ServerEpisode(EpisodeDatabase):
         self._unchecked_seconds += seconds
         if self._unchecked_seconds < _STORAGE_CHECK_SECONDS:
             return
-        used = self._storage_used()
-        if used is None:
+        footprint = self._storage_used()
+        if footprint is None:
             return
         self._unchecked_seconds = 0.0
+        used, relations = footprint
         if used > EPISODE_STORAGE_LIMIT:
             raise StorageLimitExceeded(_STORAGE_MESSAGE.format(EPISODE_STORAGE_LIMIT >> 20))
+        if relations > EPISODE_RELATION_LIMIT:
+            raise StorageLimitExceeded(_RELATIONS_MESSAGE.format(EPISODE_RELATION_LIMIT))
 
     def _open_memory_bound(self) -> None:
         """Read the session's memory as it opens (after connecting): the bound counts
@@ -387,7 +425,11 @@ class ServerEpisode(EpisodeDatabase):
         poll = memory and self._memory_start is not None
         bound = self._over_statement_memory_bound if poll else None
         watchdog = _Watchdog(
-            self.backend.statement_timeout + _WATCHDOG_GRACE, cancel, self._terminate, bound
+            self.backend.statement_timeout + _WATCHDOG_GRACE,
+            cancel,
+            self._terminate,
+            self._busy,
+            bound,
         )
         self._last_watchdog = watchdog
         return watchdog
@@ -396,15 +438,22 @@ class ServerEpisode(EpisodeDatabase):
     def _terminate(self) -> None:
         """End the episode's session from outside, over an admin connection."""
 
+    def _busy(self) -> bool:
+        """Whether the server runs a statement on the episode's session now; True where
+        it cannot say."""
+        busy = self.backend.session_busy(self.session_id)
+        return True if busy is None else busy
+
     @abc.abstractmethod
     def _execute(self, sql: str, char_limit: int) -> QueryResult:
         """Run one statement as the episode's user (see :meth:`execute`); raises
         :class:`SessionLost` when the session is gone."""
 
     @abc.abstractmethod
-    def _storage_used(self) -> int | None:
-        """Bytes the episode's tables (with their indexes) occupy on the server; None
-        where they cannot be read now (read again after the next writing statement)."""
+    def _storage_used(self) -> tuple[int, int] | None:
+        """Bytes the episode's tables (with their indexes) occupy on the server, and the
+        number of its relations; None where they cannot be read now (read again after
+        the next writing statement)."""
 
     @abc.abstractmethod
     def _ping(self) -> None:
