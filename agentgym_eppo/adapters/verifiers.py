@@ -322,7 +322,7 @@ class ToolCallHarness(vf.Harness[ToolCallHarnessConfig]):
 
     async def launch(
         self,
-        ctx: Any,
+        ctx: vf.ModelContext,
         trace: vf.Trace,
         runtime: vf.Runtime,
         endpoint: str,
