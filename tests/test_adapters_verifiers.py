@@ -316,7 +316,9 @@ def test_vf_eval_over_the_servers_scores_each_task_as_in_process(
 def _eval_toml(
     directory: Path, run: str, base_url: str, model: ChatServer, model_name: str
 ) -> Path:
-    """The ``eval.toml`` of docs/verifiers.md for one server and one model."""
+    """docs/verifiers.md's ``eval.toml`` for one server and one model, the player on this
+    taskset's in-process harness (the doc's ``null`` harness runs a ``uv`` script, one
+    process per turn)."""
     config = {
         "model": model_name,
         "push": False,
