@@ -8,16 +8,25 @@ and drops it when the episode ends. Every backend keeps the same promises:
   introspection, and (Python >= 3.11) the attached-database limit is 0; extensions off.
   MariaDB: a database ``agentgym_ep_<unix time>_<random>`` and a user of the same name
   that may only read and write tables of that database (no ``DROP``, no ``FILE``, no
-  grants), so ``DROP DATABASE``, other episodes' databases, ``LOAD DATA``,
-  ``LOAD_FILE`` and ``INTO OUTFILE`` fail with the server's own error. PostgreSQL: a
-  schema and a login role of that name; the role owns nothing it did not create,
-  cannot read server files, and sees no other episode's schema.
+  grants, no temporary tables), so ``DROP DATABASE``, other episodes' databases,
+  ``LOAD DATA``, ``LOAD_FILE`` and ``INTO OUTFILE`` fail with the server's own error.
+  PostgreSQL: a database per backend, and in it a schema and a login role of such a
+  name per episode, one episode after another; the role owns nothing it did not
+  create, cannot read server files, and sees nothing of other backends' episodes in
+  the catalogue or the table statistics.
 * **Statement timeout** (``statement_timeout`` seconds, AgentBench's 60 by default).
   SQLite: a progress handler aborts the statement. MariaDB: ``max_statement_time`` for
   the user and the session; PostgreSQL: the role's ``statement_timeout``. Since an
   agent may ``SET`` its session's limit away, a watchdog also cancels the statement
   from outside (``KILL QUERY`` on MariaDB, a cancel request on PostgreSQL) shortly
-  after the limit.
+  after the limit, and ends the session of one that goes on regardless.
+* **Bounded footprint.** Servers: the episode's tables (``EPISODE_STORAGE_LIMIT``),
+  its relations (``EPISODE_RELATION_LIMIT``) and the memory its session holds
+  (``EPISODE_SESSION_MEMORY`` between statements, ``STATEMENT_SESSION_MEMORY`` while
+  one runs); past a bound the episode ends as ``agent_invalid_action``. A MariaDB XA
+  transaction the agent prepares, which would outlive its session, is rolled back and
+  ends the episode too. SQLite: the page cap, and what one statement may add to
+  SQLite's memory (temporary results stay in memory, not in temp files).
 * **Bounded results.** Rows are fetched a batch at a time and rendering stops once
   the observation is longer than ``char_limit``; the rest is never fetched (MariaDB:
   an unbuffered cursor and ``KILL QUERY``; PostgreSQL: a server-side cursor).
@@ -27,10 +36,12 @@ and drops it when the episode ends. Every backend keeps the same promises:
   statements, or with the server down or restarted, is ``task_error``
   (:class:`ServerEpisode`). The judge reads after the agent's session is closed.
 * **Cleanup.** Dropping happens when the episode ends, when the environment is closed
-  or garbage-collected (on a server, in a background thread once the episode's own
-  connection is closed; ``close`` waits for it), and, for databases left by a killed
-  process, when a server backend starts: :func:`cleanup_leftovers` drops every ``agentgym_ep_`` database,
-  schema, user and role that has no open session and is older than a grace period.
+  or garbage-collected (MariaDB: in a background thread once the episode's own
+  connection is closed, ``close`` waits for it; PostgreSQL: at once, and ``close``
+  drops the backend's database), and, for databases left by a killed process, when a
+  server backend starts: :func:`cleanup_leftovers` drops every ``agentgym_ep_``
+  database, schema, user and role that has no open session and is older than a grace
+  period. No drop waits more than a few seconds for a lock.
 """
 
 from __future__ import annotations
