@@ -108,7 +108,7 @@ class PostgresBackend(ServerBackend):
 
     def _home_session(self) -> Any:
         """The admin's session in the backend's database, making the database first."""
-        if self._home is None or self._home.closed:
+        if self._home is None or self._home.closed or self._home.broken:
             if self._finalizer is None:
                 with self.admin.connect() as admin:
                     _run(
