@@ -15,15 +15,35 @@ from dataclasses import dataclass, field
 from agentgym_eppo.core.registry import Registry, did_you_mean
 from agentgym_eppo.trainer.config_fields import help_field as _help
 
-ROLLOUT_ENGINES: Registry[str] = Registry(
+_LAUNCH = "agentgym_eppo.trainer.distributed.launch"
+
+
+@dataclass(frozen=True)
+class EngineKind:
+    """One ``engine.kind``: what it runs, and its builder as ``"module:function"``
+    (imported when a run builds its engine, so that this config layer imports none of
+    the engines). The builder takes ``(scale, model, tokenizer, sync_dir, role, bf16,
+    batch_size, seed)`` and returns a ``RolloutEngine`` holding ``model``'s weights;
+    ``role`` is ``"fresh"``, or ``"stale"`` for the lagging copy of off-policy sampling."""
+
+    description: str
+    builder: str
+
+
+ROLLOUT_ENGINES: Registry[EngineKind] = Registry(
     "rollout engine",
     {
-        "hf": "transformers generate in the trainer, or in Ray actors",
-        "sglang": "an in-process sglang.Engine (gpu extra)",
-        "sglang-server": "an SGLang server over HTTP",
+        "hf": EngineKind(
+            "transformers generate in the trainer, or in Ray actors", f"{_LAUNCH}:hf_engine"
+        ),
+        "sglang": EngineKind("an in-process sglang.Engine (gpu extra)", f"{_LAUNCH}:sglang_engine"),
+        "sglang-server": EngineKind(
+            "an SGLang server over HTTP", f"{_LAUNCH}:sglang_server_engine"
+        ),
     },
 )
-"""``engine.kind`` -> what it runs (``launch.make_rollout_engine`` builds it)."""
+"""``engine.kind`` -> its :class:`EngineKind` (``launch.make_rollout_engine`` builds it;
+``ROLLOUT_ENGINES.register(name, EngineKind(...))`` adds one)."""
 WEIGHT_SYNCS: Registry[str] = Registry(
     "weight sync",
     {

@@ -10,6 +10,7 @@ trainer's own, :func:`agentgym_eppo.trainer.rl_step.rl_step`.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 from agentgym_eppo.trainer.rollout.stale import SnapshotHFEngine, StaleMixEngine
 from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
 
-from .config import ScaleConfig
+from .config import ROLLOUT_ENGINES, ScaleConfig
 
 
 def make_rollout_engine(
@@ -35,50 +36,104 @@ def make_rollout_engine(
     batch_size: int = 64,
     seed: int = 0,
 ) -> RolloutEngine:
-    """The rollout engine of ``scale.engine`` (already holding ``model``'s weights)."""
+    """The rollout engine of ``scale.engine`` (already holding ``model``'s weights): the
+    builder its ``engine.kind`` registers (:data:`~.config.ROLLOUT_ENGINES`)."""
     scale.validate()
-    e, r = scale.engine, scale.ray
-    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    e = scale.engine
     sync_dir = Path(e.sync_dir) if e.sync_dir else Path(run_dir) / "engine_weights"
+    module, _, name = ROLLOUT_ENGINES.lookup(e.kind, where="engine.kind").builder.partition(":")
+    builder = getattr(importlib.import_module(module), name)
 
     def build(role: str) -> RolloutEngine:
-        if e.kind == "sglang-server":
-            from agentgym_eppo.trainer.rollout.sglang import SamplingSettings, SGLangServerEngine
-
-            server = SGLangServerEngine(
-                e.url, eos, sync_dir / role, SamplingSettings(e.top_p, e.top_k), e.timeout_s
-            )
-            server.update_weights(model)  # the server starts from the trainer's weights
-            return server
-        if e.kind == "sglang":
-            from agentgym_eppo.trainer.rollout.sglang import SamplingSettings, SGLangInProcessEngine
-
-            initial = sync_dir / role / "initial"
-            model.save_pretrained(initial)
-            return SGLangInProcessEngine(
-                initial,
-                eos,
-                SamplingSettings(e.top_p, e.top_k),
-                sync=e.weight_sync,
-                sync_dir=sync_dir / role,
-                mem_fraction_static=e.mem_fraction_static,
-                tp_size=e.tp_size,
-            )
-        if r.address is not None:
-            from .ray_rollout import RayRolloutEngine
-
-            options = {"num_cpus": r.rollout_actor_cpus, "num_gpus": r.rollout_actor_gpus}
-            return RayRolloutEngine(
-                model, eos, pad, r.rollout_actors, options, r.get_timeout_s, batch_size, bf16, seed
-            )
-        if role == "stale":
-            return SnapshotHFEngine(model, eos, pad, batch_size, bf16)
-        return HFGenerateEngine(model, eos, pad, batch_size, bf16)
+        engine: RolloutEngine = builder(
+            scale, model, tokenizer, sync_dir, role, bf16, batch_size, seed
+        )
+        return engine
 
     fresh = build("fresh")
     if e.stale_share == 0:
         return fresh
     return StaleMixEngine(fresh, build("stale"), e.stale_share, e.stale_every, seed)
+
+
+def hf_engine(
+    scale: ScaleConfig,
+    model: PreTrainedModel,
+    tokenizer: Any,
+    sync_dir: Path,
+    role: str,
+    bf16: bool,
+    batch_size: int,
+    seed: int,
+) -> RolloutEngine:
+    """``engine.kind: hf``: transformers generate in the trainer, or in Ray actors when
+    ``ray.address`` is set; the stale role samples from a snapshot of the weights."""
+    r = scale.ray
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    if r.address is not None:
+        from .ray_rollout import RayRolloutEngine
+
+        options = {"num_cpus": r.rollout_actor_cpus, "num_gpus": r.rollout_actor_gpus}
+        return RayRolloutEngine(
+            model, eos, pad, r.rollout_actors, options, r.get_timeout_s, batch_size, bf16, seed
+        )
+    if role == "stale":
+        return SnapshotHFEngine(model, eos, pad, batch_size, bf16)
+    return HFGenerateEngine(model, eos, pad, batch_size, bf16)
+
+
+def sglang_engine(
+    scale: ScaleConfig,
+    model: PreTrainedModel,
+    tokenizer: Any,
+    sync_dir: Path,
+    role: str,
+    bf16: bool,
+    batch_size: int,
+    seed: int,
+) -> RolloutEngine:
+    """``engine.kind: sglang``: an in-process ``sglang.Engine`` started from the
+    trainer's weights (saved under ``sync_dir/role/initial``)."""
+    from agentgym_eppo.trainer.rollout.sglang import SamplingSettings, SGLangInProcessEngine
+
+    e = scale.engine
+    initial = sync_dir / role / "initial"
+    model.save_pretrained(initial)
+    return SGLangInProcessEngine(
+        initial,
+        tokenizer.eos_token_id,
+        SamplingSettings(e.top_p, e.top_k),
+        sync=e.weight_sync,
+        sync_dir=sync_dir / role,
+        mem_fraction_static=e.mem_fraction_static,
+        tp_size=e.tp_size,
+    )
+
+
+def sglang_server_engine(
+    scale: ScaleConfig,
+    model: PreTrainedModel,
+    tokenizer: Any,
+    sync_dir: Path,
+    role: str,
+    bf16: bool,
+    batch_size: int,
+    seed: int,
+) -> RolloutEngine:
+    """``engine.kind: sglang-server``: an SGLang server over HTTP, first given the
+    trainer's weights."""
+    from agentgym_eppo.trainer.rollout.sglang import SamplingSettings, SGLangServerEngine
+
+    e = scale.engine
+    server = SGLangServerEngine(
+        e.url,
+        tokenizer.eos_token_id,
+        sync_dir / role,
+        SamplingSettings(e.top_p, e.top_k),
+        e.timeout_s,
+    )
+    server.update_weights(model)  # the server starts from the trainer's weights
+    return server
 
 
 def make_policy_updater(
