@@ -58,7 +58,7 @@ from typing import Any
 import torch
 
 from agentgym_eppo.adapters.trl import build_multitask_dataset, trl_environment_factories
-from agentgym_eppo.trainer.algorithms.clip_policies import make_clip_policy
+from agentgym_eppo.trainer.algorithms.pacer import TaskPacing
 from agentgym_eppo.trainer.config import TrainConfig, load_config
 from agentgym_eppo.trainer.devices import (
     CPU_FLAGS,
@@ -68,7 +68,7 @@ from agentgym_eppo.trainer.devices import (
 )
 from agentgym_eppo.trainer.distributed.config import ScaleConfig
 from agentgym_eppo.trainer.distributed.launch import make_rollout_engine, make_vector_env
-from agentgym_eppo.trainer.rl_step import StepSettings, TaskPacing, rl_step, update_settings
+from agentgym_eppo.trainer.rl_step import StepSettings, rl_step, update_settings
 from agentgym_eppo.trainer.rollout.chat import compact_system_prompt, prompt_token_ids
 from agentgym_eppo.trainer.run import env_kwargs_for
 from agentgym_eppo.trainer.training.models import load_policy
@@ -154,8 +154,8 @@ def measure_ours(task: str, size: Size) -> dict[str, Any]:
     if config.algorithm.kl_coef != 0:
         ref_model = copy.deepcopy(model).eval()
         ref_model.requires_grad_(False)
-    clip_policy = make_clip_policy(config.clip)
-    pacing = TaskPacing(clip_policy, config.clip.eppo)
+    clip_policy = config.clip.build()
+    pacing = TaskPacing(config.clip.pacer, clip_policy.task_pacer)
     updater = PolicyUpdater(
         model,
         torch.optim.AdamW(model.parameters(), lr=config.rl.lr, weight_decay=config.rl.weight_decay),

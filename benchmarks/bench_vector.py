@@ -220,7 +220,7 @@ def main() -> None:
     real = list(TASK_IDS)
     if real:
         print(f"agentbench workload: {real}", flush=True)
-        ids = [ENVIRONMENTS[task][0] for task in real]
+        ids = [ENVIRONMENTS[task].env_id for task in real]
         agentbench = measure_workload(
             ids, expert=True, peers=False, slots=REAL_SLOTS, rounds=ROUNDS, with_ray=False
         )

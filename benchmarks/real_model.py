@@ -208,7 +208,6 @@ def cpu_matmul_peak(size: int = 2048, repeats: int = 10) -> float:
 def update_step(model: Any, tokenizer: Any, transcripts: list[Any]) -> tuple[Any, _Clock, int]:
     """One :class:`PolicyUpdater` step (the protocol's settings) on ``transcripts``, as
     groups of two with rewards 1 and 0 (so every advantage is non-zero)."""
-    from agentgym_eppo.trainer.algorithms.clip_policies import make_clip_policy
     from agentgym_eppo.trainer.rl_step import update_settings
     from agentgym_eppo.trainer.rollout.episodes import Episode
     from agentgym_eppo.trainer.training.update import PolicyUpdater
@@ -231,7 +230,7 @@ def update_step(model: Any, tokenizer: Any, transcripts: list[Any]) -> tuple[Any
     updater = PolicyUpdater(
         model,
         optimizer,
-        make_clip_policy(protocol.clip),
+        protocol.clip.build(),
         settings,
         pad_token_id=tokenizer.pad_token_id,
         ref_model=ref,

@@ -168,7 +168,7 @@ def test_missing_task_file_fails_at_construction(tmp_path: Path) -> None:
         SecretEnv(tasks=missing)
 
 
-@pytest.mark.parametrize("env_id", [env_id for env_id, _ in ENVIRONMENTS.values()])
+@pytest.mark.parametrize("env_id", [spec.env_id for spec in ENVIRONMENTS.values()])
 def test_every_registered_env_checks_its_task_file_at_make(env_id: str, tmp_path: Path) -> None:
     with pytest.raises(TaskFormatError, match="no such file or folder"):
         gym.make(env_id, tasks=str(tmp_path / "missing.json"))

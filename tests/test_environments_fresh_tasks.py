@@ -8,7 +8,7 @@ import pytest
 import agentgym_eppo  # noqa: F401  (registers the environments)
 from agentgym_eppo.core import asset_path, read_json_or_jsonl
 from agentgym_eppo.environments import fresh
-from agentgym_eppo.registration import env_id_for
+from agentgym_eppo.registration import ENVIRONMENTS, env_id_for
 
 CHEAP = {"os": 40, "db": 40, "kg": 40, "webshop": 40}
 
@@ -29,11 +29,10 @@ def test_fresh_instances_are_new_distinct_and_deterministic(task_id: str) -> Non
 
 @pytest.mark.parametrize("task_id", ["os", "db", "kg", "alfworld", "webshop"])
 def test_heldout_hashes_cover_every_dev_and_test_instance(task_id: str) -> None:
-    pattern = fresh._source(task_id).SPLIT_FILE
     rows = [
         row
         for split in ("dev", "test")
-        for row in read_json_or_jsonl(asset_path(task_id, pattern.format(split=split)))
+        for row in read_json_or_jsonl(ENVIRONMENTS[task_id].task_file(split))
     ]
     heldout = fresh.heldout_hashes(task_id)
     assert {fresh.content_hash(task_id, row) for row in rows} == heldout

@@ -10,12 +10,21 @@ config sections and the base helpers of the trainer, nothing else of it.
 
 Every ``import`` counts: at module level, under ``TYPE_CHECKING`` and inside functions,
 since each is a dependency a reader must follow. ``make lint`` runs this file.
+
+Each choice has one home: the tasks are written out once, in their registration
+(``agentgym_eppo/registration.py``), and the ``clip`` config section holds only what the
+registered clip policies declare on their classes, which no other class restates.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
+import re
+from collections.abc import Collection
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).parents[1] / "agentgym_eppo"
 
@@ -134,3 +143,128 @@ def test_the_contract_sees_imports_under_type_checking_and_in_functions(tmp_path
 def test_every_module_of_the_package_has_a_layer():
     for path in PACKAGE.rglob("*.py"):
         layer_of(_module_name(path))
+
+
+REGISTRATION = PACKAGE / "registration.py"
+
+
+def _prose(text: str) -> str:
+    """``text`` without its doctest examples (a ``>>>`` line up to the next blank line):
+    an example's output may list what the registry holds."""
+    kept, example = [], False
+    for line in text.splitlines():
+        example = line.lstrip().startswith(">>>") or (example and bool(line.strip()))
+        if not example:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def task_lists(task_ids: Collection[str], root: Path = PACKAGE) -> list[str]:
+    """Every place outside the registration that writes the tasks out by name: a list,
+    tuple, set or dict display with two task ids or more (as strings or keys), or a
+    text (a docstring, a help string; its doctest examples aside) naming every task."""
+    word = re.compile(r"\b(" + "|".join(map(re.escape, task_ids)) + r")\b", re.IGNORECASE)
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path == root / REGISTRATION.name:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+                items = node.keys if isinstance(node, ast.Dict) else node.elts
+                named = {i.value for i in items if isinstance(i, ast.Constant)} & set(task_ids)
+                listed = len(named) >= 2
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                named_in_text = {m.lower() for m in word.findall(_prose(node.value))}
+                listed = named_in_text >= set(task_ids)
+            else:
+                continue
+            if listed:
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
+def test_no_module_but_the_registration_lists_the_tasks():
+    from agentgym_eppo.registration import TASK_IDS
+
+    assert task_lists(TASK_IDS) == []
+
+
+def test_the_task_check_sees_displays_keys_and_prose(tmp_path):
+    fake = tmp_path / "agentgym_eppo" / "plots.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(
+        '"""Tasks: OS, DB and KG."""\n'
+        'ORDER = ("os", "kg")\n'
+        'ANSWERS = {"db": 1, "kg": 2}\n'
+        'ONE = ["os"]\n'
+        'USAGE = "eval --tasks db kg"\n'
+        "def f():\n"
+        '    """>>> f()\n'
+        "    known: db, kg, os\n"
+        "\n"
+        "    Then the tasks.\n"
+        '    """\n'
+    )
+    found = task_lists(("os", "db", "kg"), root=tmp_path / "agentgym_eppo")
+    assert found == [
+        "agentgym_eppo/plots.py:1",
+        "agentgym_eppo/plots.py:2",
+        "agentgym_eppo/plots.py:3",
+    ]
+
+
+def _class_annotations(root: Path = PACKAGE) -> list[tuple[str, str, set[str]]]:
+    """``(file, qualified class name, annotated names)`` of every class of the package."""
+    rows = []
+
+    def visit(node: ast.AST, prefix: str, path: Path) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                annotated = {
+                    item.target.id
+                    for item in child.body
+                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                }
+                rows.append((path.relative_to(root.parent).as_posix(), name, annotated))
+                visit(child, f"{name}.", path)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(child, f"{prefix}{child.name}.<locals>.", path)
+
+    for path in sorted(root.rglob("*.py")):
+        visit(ast.parse(path.read_text(encoding="utf-8")), "", path)
+    return rows
+
+
+def test_the_clip_section_holds_what_the_registered_policies_declare_and_nothing_restates_it():
+    pytest.importorskip("torch")
+    from agentgym_eppo.trainer.algorithms.clip_policies import (
+        CLIP_POLICIES,
+        COMMON_KEYS,
+        section_fields,
+    )
+    from agentgym_eppo.trainer.config import ClipConfig
+
+    declared = [
+        key for name, policy in CLIP_POLICIES.items() for key, _, _ in section_fields(name, policy)
+    ]
+    assert [f.name for f in dataclasses.fields(ClipConfig)] == [*COMMON_KEYS, *declared]
+    # A class that annotates the clip section's keys, or every field of a policy's
+    # settings, restates them (as the ClipSection protocol did): only the policies'
+    # Params and the section itself may.
+    params = {policy.Params for policy in CLIP_POLICIES.values()}
+    owners = {(c.__module__, c.__qualname__) for p in params for c in p.__mro__} | {
+        (ClipConfig.__module__, ClipConfig.__qualname__)
+    }
+    restating = []
+    for file, name, annotated in _class_annotations():
+        module = file.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+        if (module, name) in owners:
+            continue
+        keys = annotated & set(declared)
+        settings = [p for p in params if len(dataclasses.fields(p)) >= 2]
+        if len(keys) >= 2 or any(
+            {f.name for f in dataclasses.fields(p)} <= annotated for p in settings
+        ):
+            restating.append(f"{file}: {name}")
+    assert restating == []

@@ -17,11 +17,10 @@ from agentgym_eppo.core.registry import Registry, UnknownNameError
 from agentgym_eppo.core.tasks import TASK_SPLITS
 from agentgym_eppo.registration import ENVIRONMENTS, TASK_IDS
 from agentgym_eppo.trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS
-from agentgym_eppo.trainer.algorithms.clip_policies import CLIP_POLICIES
+from agentgym_eppo.trainer.algorithms.clip_policies import CLIP_POLICIES, EPPOClip
 from agentgym_eppo.trainer.config import (
     PROMPTS,
     ClipConfig,
-    EPPOConfig,
     EvalConfig,
     RLConfig,
     RolloutConfig,
@@ -51,7 +50,7 @@ SOURCE = re.compile(
             lambda: ClipConfig(policy="dapoo"),
             r"^clip.policy: unknown clip policy 'dapoo' \(did you mean 'dapo'\?\)",
         ),
-        (lambda: EPPOConfig(alpha=1.5), r"^clip.eppo: alpha must be in \[0, 1\), got 1.5$"),
+        (lambda: EPPOClip.Params(alpha=1.5), r"^clip.eppo: alpha must be in \[0, 1\), got 1.5$"),
         (
             lambda: RolloutConfig(backend="subprocesses"),
             r"^rollout.backend: unknown vector back-end 'subprocesses' "
@@ -125,12 +124,12 @@ def test_every_named_family_is_a_registry_with_one_closest_match_answer():
 
 
 def test_the_task_ids_are_written_out_once():
-    from agentgym_eppo.environments.fresh import SOURCES
+    from agentgym_eppo.environments.fresh import generators
     from agentgym_eppo.trainer.analysis.plots import TASK_ORDER
     from agentgym_eppo.trainer.training.pretrain import TASKS
 
     assert TASK_IDS == tuple(ENVIRONMENTS) == ("os", "db", "kg", "alfworld", "webshop")
-    assert tuple(TrainConfig().tasks) == TASK_ORDER == TASKS == tuple(SOURCES) == TASK_IDS
+    assert tuple(TrainConfig().tasks) == TASK_ORDER == TASKS == tuple(generators()) == TASK_IDS
 
 
 def _all_fields():

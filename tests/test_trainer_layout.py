@@ -68,10 +68,8 @@ def test_registries_name_every_estimator_and_policy():
 
 
 def test_an_unknown_clip_policy_is_one_line_with_the_known_names_and_a_suggestion():
-    from agentgym_eppo.trainer.config import ClipConfig
-
     with pytest.raises(UnknownNameError) as error:
-        make_clip_policy(ClipConfig(policy="dapoo"))
+        make_clip_policy("dapoo")
     message = str(error.value)
     assert "\n" not in message
     assert message == (

@@ -106,7 +106,7 @@ def test_trl_tool_methods_carry_the_real_tools_schemas(task: str) -> None:
     from transformers.utils import get_json_schema
 
     cls = trl_environment_class(task)
-    env = gym.make(ENVIRONMENTS[task][0])
+    env = gym.make(ENVIRONMENTS[task].env_id)
     try:
         for schema in env.unwrapped.tool_schemas:
             function = schema["function"]
@@ -123,7 +123,7 @@ def test_trl_tool_methods_carry_the_real_tools_schemas(task: str) -> None:
 @pytest.mark.parametrize("task", REGISTERED)
 def test_react_text_and_openai_messages_drive_the_real_expert_to_success(task: str) -> None:
     react = ReActFormat()
-    env = ToolCallFormatWrapper(gym.make(ENVIRONMENTS[task][0], split="dev"), react)
+    env = ToolCallFormatWrapper(gym.make(ENVIRONMENTS[task].env_id, split="dev"), react)
     view = OpenAIToolsView(task, {"split": "dev"})
     try:
         env.reset(options={"index": 0})

@@ -81,7 +81,7 @@ class AgentBenchTasksetConfig(vf.TasksetConfig):
     """Which instances the taskset holds (``--env.taskset.*``, or ``[env.taskset]``)."""
 
     tasks: list[str] = Field(default_factory=lambda: list(TASK_IDS))
-    """The tasks, in AgentBench's order by default: os, db, kg, alfworld, webshop."""
+    """The tasks; by default every task the package registers, in AgentBench's order."""
     split: str = "dev"
     """The split every task's instances come from: train, dev or test."""
     env_kwargs: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -97,7 +97,8 @@ class AgentBenchEnv(gym.Env[str, Any], Generic[RecordT], abc.ABC):
     metadata = {"render_modes": ["ansi"]}  # noqa: RUF012 - gymnasium declares it a plain attribute
 
     task_id: ClassVar[str]
-    """The task family, ``info["task_id"]``: one of os, db, kg, alfworld, webshop."""
+    """The task family, ``info["task_id"]``: the id it is registered under
+    (:func:`agentgym_eppo.registration.register_task`)."""
     tools: ClassVar[tuple[ToolSpec, ...]]
     default_max_turns: ClassVar[int]
     truncation_marker: ClassVar[str] = TRUNCATION_MARKER

@@ -1,1 +1,1 @@
-"""One sub-package per AgentBench task: os, db, kg, alfworld, webshop."""
+"""One sub-package per task; :mod:`agentgym_eppo.registration` registers each."""

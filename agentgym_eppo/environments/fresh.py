@@ -1,7 +1,8 @@
 """Fresh task instances for pretraining, with the dev and test splits held out.
 
-Every task family's generator can draw new instances from a new seed (its module
-``agentgym_eppo.environments.<task>.fresh``). This module is the one door to them:
+Every task family's generator can draw new instances from a new seed (the module its
+registration names, :attr:`~agentgym_eppo.registration.TaskSpec.generator`, which says
+what such a module defines). This module is the one door to them:
 :func:`fresh_tasks` draws, then drops every instance whose content hash matches a dev
 or test instance of the shipped splits (and any repeat within the stream), so that a
 model pretrained on the stream is evaluated on instances it never saw. Sample ids are
@@ -23,25 +24,27 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
-from ..core import asset_path, read_json_or_jsonl
+from ..core import read_json_or_jsonl
 from ..core.registry import did_you_mean
-from ..registration import TASK_IDS
-
-SOURCES: dict[str, str] = {task: f"agentgym_eppo.environments.{task}.fresh" for task in TASK_IDS}
-"""``info["task_id"]`` -> the module with ``fresh_tasks(count, seed)``, ``content_key(row)``,
-``SPLIT_FILE`` (the shipped split files' name pattern) and, where a row's id is not its
-``sample_id`` field, ``ID_FIELD``."""
+from ..registration import ENVIRONMENTS
 
 HELDOUT_SPLITS = ("dev", "test")
 
 
+def generators() -> dict[str, str]:
+    """``info["task_id"]`` -> the module of its generator, for every registered task
+    that has one."""
+    return {task: spec.generator for task, spec in ENVIRONMENTS.items() if spec.generator}
+
+
 def _source(task_id: str) -> ModuleType:
-    if task_id not in SOURCES:
+    known = generators()
+    if task_id not in known:
         raise KeyError(
-            f"no fresh-task generator for task {task_id!r}{did_you_mean(task_id, SOURCES)}; "
-            f"known: {', '.join(SOURCES)}"
+            f"no fresh-task generator for task {task_id!r}{did_you_mean(task_id, known)}; "
+            f"known: {', '.join(known)}"
         )
-    return importlib.import_module(SOURCES[task_id])
+    return importlib.import_module(known[task_id])
 
 
 def content_hash(task_id: str, row: Mapping[str, Any]) -> str:
@@ -52,11 +55,12 @@ def content_hash(task_id: str, row: Mapping[str, Any]) -> str:
 @cache
 def heldout_hashes(task_id: str) -> frozenset[str]:
     """The content hashes of the shipped dev and test instances of ``task_id``."""
-    pattern = _source(task_id).SPLIT_FILE
+    _source(task_id)  # an unknown task, or one without a generator, fails here
+    spec = ENVIRONMENTS[task_id]
     return frozenset(
         content_hash(task_id, row)
         for split in HELDOUT_SPLITS
-        for row in read_json_or_jsonl(asset_path(task_id, pattern.format(split=split)))
+        for row in read_json_or_jsonl(spec.task_file(split))
     )
 
 

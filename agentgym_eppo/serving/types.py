@@ -34,7 +34,6 @@ another JSON value (a number, a list, null) as its JSON text.
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 from typing import Any, Literal
 
@@ -111,7 +110,7 @@ class AgentBenchObservation(Observation):
 class AgentBenchState(State):
     """The session's episode: which task instance, which turn, which status."""
 
-    task_id: str = Field(description="os, db, kg, alfworld or webshop")
+    task_id: str = Field(description=f"the task, one of {', '.join(ENVIRONMENTS)}")
     sample_id: str | None = Field(default=None, description="the instance; None before reset")
     split: str | None = Field(default=None, description="the episode's split")
     turn: int = Field(default=0, ge=0, description="turns taken in this episode")
@@ -124,8 +123,7 @@ def tool_specs(task: str) -> tuple[ToolSpec, ...]:
     """The tools of a task, read from its environment class without building one."""
     if task not in ENVIRONMENTS:
         raise KeyError(f"unknown task {task!r}; available: {', '.join(ENVIRONMENTS)}")
-    module, name = ENVIRONMENTS[task][1].split(":")
-    tools: tuple[ToolSpec, ...] = getattr(importlib.import_module(module), name).tools
+    tools: tuple[ToolSpec, ...] = ENVIRONMENTS[task].env_class().tools
     return tools
 
 

@@ -19,6 +19,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentgym_eppo.registration import ENVIRONMENTS
+
 from .algorithms import defaults as d
 from .rollout.chat import PROMPT_STYLES
 from .rollout.openai_http import EndpointError, EndpointLimits
@@ -253,7 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="endpoint failures in a row that end the evaluation (the result is marked partial)",
     )
     evaluate.add_argument(
-        "--tasks", nargs="+", required=True, help="task ids (os db kg alfworld webshop) or env ids"
+        "--tasks",
+        nargs="+",
+        required=True,
+        help=f"task ids ({' '.join(ENVIRONMENTS)}) or env ids",
     )
     evaluate.add_argument("--split", default="dev", help="task split: train | dev | test")
     evaluate.add_argument(

@@ -9,7 +9,8 @@ from scratch needs (a larger learning rate, short episodes, few steps).
 Validation happens when the config is built (:meth:`TrainConfig.validate`): names are
 looked up in the registries of advantage estimators and clip policies, and the chosen
 clip policy and the EPPO pacer are built once, so a range they refuse fails at load,
-not after an hour of SFT and evaluations.
+not after an hour of SFT and evaluations. The ``clip`` section's fields are the
+registered clip policies' own (:class:`ClipConfig`).
 
 >>> config = load_config(None, ["rl.steps=3", "clip.policy=fixed"])
 >>> config.rl.steps, config.clip.policy
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -36,9 +38,12 @@ from agentgym_eppo.trainer.algorithms import defaults as d
 from agentgym_eppo.trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS
 from agentgym_eppo.trainer.algorithms.clip_policies import (
     CLIP_POLICIES,
+    ClipPolicy,
     make_clip_policy,
-    make_pacer,
+    params_of,
+    section_fields,
 )
+from agentgym_eppo.trainer.algorithms.pacer import PacerParams
 from agentgym_eppo.trainer.devices import check_bf16, check_device
 from agentgym_eppo.trainer.distributed.config import EngineConfig, RayConfig, ScaleConfig
 from agentgym_eppo.trainer.rollout.chat import PROMPT_STYLES
@@ -264,68 +269,19 @@ class AlgorithmConfig:
 
 
 @dataclass
-class EPPOConfig:
-    """The EPPO pacer (paper section 4.2, eqs. 5-11; defaults from appendix A.2)."""
-
-    eps0: float = _help("Base clip range epsilon_0 (paper appendix A.2: 0.2).", d.EPPO_EPS0)
-    alpha: float = _help(
-        "Pacing strength alpha in s = 1 + alpha tanh(z) (eq. 9), in [0, 1) (paper appendix "
-        "A.2: 0.4).",
-        d.EPPO_ALPHA,
-    )
-    beta: float = _help(
-        "Entropy EMA decay beta (eq. 6), in [0, 1) (paper appendix A.2: 0.95).", d.EPPO_BETA
-    )
-    eps_min: float = _help(
-        "Lower clamp of the paced clip range (paper appendix A.2: 0.15).", d.EPPO_EPS_MIN
-    )
-    eps_max: float = _help(
-        "Upper clamp of the paced clip range (paper appendix A.2: 0.3).", d.EPPO_EPS_MAX
-    )
-    trend_constraint: bool = _help(
-        "Divide the clip by 1 + relu(EMA change) (eqs. 10-11); False = the paper's "
-        "'w/o trend constraint' ablation.",
-        True,
-    )
-    taskwise: bool = _help(
-        "Pace each task separately; False = one global entropy statistic (the paper's "
-        "'w/o task-wise clip' ablation).",
-        True,
-    )
-
-    def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
-        """The pacer is built once: its range checks are the ones that apply."""
-        try:
-            make_pacer(self)
-        except ValueError as error:
-            raise ValueError(f"clip.eppo: {error}") from None
-
-
-@dataclass
 class ClipConfig:
-    """Where the ratio bounds come from (section 5.1's baselines)."""
+    """Where the ratio bounds come from (section 5.1's baselines).
 
-    policy: str = _help(
-        "fixed (GRPO) | eppo | dapo (clip-higher) | dcpo | bapo. Default: EPPO, the paper's "
-        "method.",
-        "eppo",
-    )
-    eps: float = _help("Clip range of the fixed policy (paper: 0.2).", d.CLIP_EPS)
-    eppo: EPPOConfig = field(default_factory=EPPOConfig, metadata={"help": "EPPO pacer settings."})
-    dapo_eps_low: float = _help("DAPO lower range (arXiv 2503.14476: 0.2).", d.DAPO_EPS_LOW)
-    dapo_eps_high: float = _help("DAPO upper range (arXiv 2503.14476: 0.28).", d.DAPO_EPS_HIGH)
-    dcpo_eps_low: float = _help("DCPO eps_low (arXiv 2509.02333: 0.16).", d.DCPO_EPS_LOW)
-    dcpo_eps_high: float = _help("DCPO eps_high (arXiv 2509.02333: 0.2).", d.DCPO_EPS_HIGH)
-    dcpo_r_max: float = _help("DCPO ratio cap r_max (arXiv 2509.02333: 10).", d.DCPO_R_MAX)
-    bapo_rho0: float = _help(
-        "BAPO target positive share rho0 (arXiv 2510.18927: 0.4), its one knob here: the "
-        "start bounds [0.6, 1.2], their steps (0.05 up, 0.02 down) and caps (3.0, 0.9) are "
-        "the paper's algorithm 1 constants (algorithms/defaults.py).",
-        d.BAPO_RHO0,
-    )
+    ``policy`` names a registered clip policy; every other field is declared by a
+    registered policy, on its class (``Params``), and laid out here by
+    :func:`~agentgym_eppo.trainer.algorithms.clip_policies.section_fields`. The fields
+    are declared again whenever a policy is registered
+    (:func:`~agentgym_eppo.trainer.algorithms.clip_policies.register_clip_policy`), so a
+    policy added from user code is configured, validated and dumped like the built-in
+    ones.
+    """
+
+    policy: str = _help("", d.CLIP_POLICY)  # declared again below, with the registry's help
 
     def __post_init__(self) -> None:
         self.check()
@@ -333,11 +289,56 @@ class ClipConfig:
     def check(self) -> None:
         """The chosen policy is built once: its range checks are the ones that apply."""
         CLIP_POLICIES.lookup(self.policy, where="clip.policy")
-        self.eppo.check()
+        self.pacer.check()
         try:
-            make_clip_policy(self)
+            self.build()
         except ValueError as error:
             raise ValueError(f"clip.policy={self.policy}: {error}") from None
+
+    def build(self) -> ClipPolicy:
+        """A new instance of the chosen policy with its configured ``Params``."""
+        return make_clip_policy(self.policy, self.params())
+
+    def params(self, name: str | None = None) -> Any:
+        """The ``Params`` of the policy ``name`` (default: the chosen one) as configured."""
+        return params_of(self, name or self.policy)
+
+    @property
+    def pacer(self) -> PacerParams:
+        """The pacer's settings, ``clip.eppo``: the run paces every task under every
+        policy, for its metrics (:class:`~agentgym_eppo.trainer.algorithms.pacer.TaskPacing`)."""
+        params: PacerParams = self.params("eppo")
+        return params
+
+
+def _policy_help() -> str:
+    names = " | ".join(CLIP_POLICIES)
+    return (
+        f"The clip policy, by its registered name: {names} (register_clip_policy adds one, "
+        "see docs/trainer.md). Default: EPPO, the paper's method."
+    )
+
+
+def _declare_clip_fields() -> None:
+    """Declare :class:`ClipConfig`'s fields again: ``policy``, then the keys of every
+    registered policy in registration order (``CLIP_POLICIES`` calls it on each change)."""
+    rows: list[tuple[str, Any, Any]] = [
+        ("policy", str, field(default=d.CLIP_POLICY, metadata={"help": _policy_help()}))
+    ]
+    for name, policy in CLIP_POLICIES.items():
+        rows += section_fields(name, policy)
+    generated = ("__init__", "__repr__", "__eq__", "__hash__", "__match_args__")
+    for attr in (*generated, *ClipConfig.__dataclass_fields__, "__dataclass_fields__"):
+        if attr in ClipConfig.__dict__:
+            delattr(ClipConfig, attr)
+    ClipConfig.__annotations__ = {key: kind for key, kind, _ in rows}
+    for key, _, declared in rows:
+        setattr(ClipConfig, key, declared)
+    dataclass(ClipConfig)
+
+
+_declare_clip_fields()
+CLIP_POLICIES.watch(_declare_clip_fields)
 
 
 @dataclass
@@ -539,6 +540,15 @@ class TrainConfig:
     )
     tensorboard: bool = _help("Also write TensorBoard event files. Default: ours.", True)
     progress: bool = _help("Show a rich progress bar. Default: ours.", True)
+    imports: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Modules imported before the rest of the config is read: where user code "
+            "registers its clip policies, advantage estimators or tasks "
+            "(register_clip_policy, register_task), so that the config, compare and every "
+            "process of the run know them. Default: unset."
+        },
+    )
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "The policy."})
     sft: SFTConfig = field(default_factory=SFTConfig, metadata={"help": "Expert warm start."})
     rollout: RolloutConfig = field(default_factory=RolloutConfig, metadata={"help": "Rollouts."})
@@ -568,6 +578,7 @@ class TrainConfig:
         EPPO pacer, whose metrics run under every policy, are built once), then the
         settings that span sections.
         """
+        import_modules(self.imports)
         for section in (self.sft, self.rollout, self.algorithm, self.clip, self.rl, self.eval):
             section.check()
         ScaleConfig(self.ray, self.engine).validate()
@@ -582,7 +593,20 @@ class TrainConfig:
                     f"tasks.{task_id} = {slots} slots must be a positive multiple of "
                     f"rollout.group_size ({self.rollout.group_size})"
                 )
+        without = [t for t in self.tasks if t in ENVIRONMENTS and not ENVIRONMENTS[t].expert]
+        if without and self.records_expert_episodes:
+            raise ValueError(
+                f"tasks {without} register no expert, and this run records expert episodes "
+                "(for the SFT, and for the tokenizer it builds); start from a model "
+                "(model.path with sft.enabled=false) or a checkpoint (init_checkpoint)"
+            )
         return self
+
+    @property
+    def records_expert_episodes(self) -> bool:
+        """Whether a fresh run (not a resumed one) plays every task's expert first: for
+        the SFT, or for the tokenizer a built model needs."""
+        return self.init_checkpoint is None and (self.model.path is None or self.sft.enabled)
 
     def without_tasks(self, names: Sequence[str]) -> TrainConfig:
         """A copy without the tasks ``names``, in ``tasks`` and ``eval.tasks``, and without
@@ -673,8 +697,19 @@ def _build(cls: Any, values: Mapping[str, Any], where: str) -> Any:
     return cls(**kwargs)
 
 
+def import_modules(modules: Sequence[str], where: str = "imports") -> None:
+    """Import each module (``imports``): its registrations run before anything names them."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ValueError(f"{where}: cannot import {module!r} ({error})") from None
+
+
 def config_from_dict(values: Mapping[str, Any]) -> TrainConfig:
-    """Build and validate a :class:`TrainConfig` from nested plain values."""
+    """Build and validate a :class:`TrainConfig` from nested plain values (the modules of
+    ``imports`` first, so that what they register is known to the sections)."""
+    import_modules(_convert(list[str], values.get("imports") or [], "imports"))
     config: TrainConfig = _build(TrainConfig, values, "")
     return config.validate()
 

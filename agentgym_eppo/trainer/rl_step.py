@@ -12,7 +12,8 @@ an SGLang engine: the parts differ, the step does not. Its options are arguments
   (:func:`~agentgym_eppo.trainer.distributed.launch.make_policy_updater`);
 * :class:`StepSettings`: the step seed, the rollout limits, the prompt style and DAPO's
   dynamic sampling;
-* :class:`TaskPacing`: the per-task pace the record reports.
+* :class:`~agentgym_eppo.trainer.algorithms.pacer.TaskPacing`: the per-task pace the
+  record reports.
 
 The step's randomness is a function of ``(seed, step)`` only (:func:`step_seed`), so a
 resumed run draws the same instances and the same mini-batches as an unbroken one.
@@ -21,19 +22,12 @@ resumed run draws the same instances and the same mini-batches as an unbroken on
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from agentgym_eppo.trainer.algorithms.clip_policies import (
-    ClipPolicy,
-    EPPOClip,
-    EPPOSection,
-    make_pacer,
-)
-from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer, TaskPace
+from agentgym_eppo.trainer.algorithms.pacer import TaskPacing
 from agentgym_eppo.trainer.config import TrainConfig
 from agentgym_eppo.trainer.rollout.engine import RolloutEngine
 from agentgym_eppo.trainer.rollout.episodes import (
@@ -107,27 +101,6 @@ class StepSettings:
             group_size=r.group_size,
             dynamic_sampling_rounds=config.rl.dynamic_sampling_rounds,
         )
-
-
-class TaskPacing:
-    """The one per-task pacer of a run, serving the clip and the metrics.
-
-    Under task-wise EPPO the clip policy's own pacer is it (the clip updates it in the
-    update's ``begin_step``). Under every other policy, and under the global-entropy
-    ablation whose pacer holds one key, the pacer is fed each task's entropy after the
-    update, so the record shows how each task's entropy moves whatever the clip.
-    """
-
-    def __init__(self, clip_policy: ClipPolicy, eppo: EPPOSection) -> None:
-        shared = isinstance(clip_policy, EPPOClip) and clip_policy.taskwise
-        self.fed_by_clip = shared
-        self.pacer: EPPOPacer = clip_policy.pacer if shared else make_pacer(eppo)  # type: ignore[attr-defined]
-
-    def after_update(self, task_entropy: Mapping[str, float]) -> Mapping[str, TaskPace]:
-        """Each task's pace after this step's update."""
-        if not self.fed_by_clip:
-            self.pacer.update(task_entropy)
-        return self.pacer.tasks
 
 
 @dataclass

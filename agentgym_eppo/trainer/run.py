@@ -30,7 +30,8 @@ from rich.progress import Progress
 from transformers import PreTrainedModel
 from transformers.utils import logging as transformers_logging
 
-from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy, make_clip_policy
+from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy
+from agentgym_eppo.trainer.algorithms.pacer import TaskPacing
 from agentgym_eppo.trainer.analysis.run_dir import (
     MetricsWriter,
     record_machine,
@@ -47,7 +48,7 @@ from agentgym_eppo.trainer.distributed.launch import (
 )
 from agentgym_eppo.trainer.distributed.ray_cluster import connect
 from agentgym_eppo.trainer.progress import live_bar, progress_bar
-from agentgym_eppo.trainer.rl_step import StepSettings, TaskPacing, rl_step, update_settings
+from agentgym_eppo.trainer.rl_step import StepSettings, rl_step, update_settings
 from agentgym_eppo.trainer.rollout.engine import RolloutEngine
 from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
@@ -308,8 +309,8 @@ class Trainer:
         optimizer = torch.optim.AdamW(
             model.parameters(), lr=config.rl.lr, weight_decay=config.rl.weight_decay
         )
-        clip_policy = make_clip_policy(config.clip)
-        pacing = TaskPacing(clip_policy, config.clip.eppo)
+        clip_policy = config.clip.build()
+        pacing = TaskPacing(config.clip.pacer, clip_policy.task_pacer)
         first_step = 1
         if start_state is not None:
             optimizer.load_state_dict(start_state["optimizer"])
@@ -446,8 +447,7 @@ def plan_run(config: TrainConfig, resume: ResumePoint | None) -> RunPlan:
         return RunPlan(resume.directory, False, False, resume.state)
     if config.init_checkpoint is not None:
         return RunPlan(config.init_checkpoint, False, False)
-    path = config.model.path
-    return RunPlan(path, path is None or config.sft.enabled, True)
+    return RunPlan(config.model.path, config.records_expert_episodes, True)
 
 
 def run_training(

@@ -17,7 +17,6 @@ _PROBLEM_NAME = re.compile(r"\(problem [^)]*\)")
 
 
 ID_FIELD = "name"  # where a row keeps its sample id
-SPLIT_FILE = "{split}.jsonl.gz"  # the shipped split files under assets/alfworld/
 
 
 def content_key(row: Mapping[str, Any]) -> str:

@@ -12,8 +12,6 @@ from typing import Any
 
 from .generator import Verifier, generate_split
 
-SPLIT_FILE = "{split}.jsonl.gz"  # the shipped split files under assets/db/
-
 
 def content_key(row: Mapping[str, Any]) -> str:
     return json.dumps([row["description"], row["table"]], sort_keys=True)

@@ -25,7 +25,6 @@ def _shipped_graph() -> MiniFreebase:
 
 
 ID_FIELD = "qid"  # where a row keeps its sample id
-SPLIT_FILE = "{split}.jsonl.gz"  # the shipped split files under assets/kg/
 
 
 def content_key(row: Mapping[str, Any]) -> str:

@@ -14,8 +14,6 @@ from typing import Any
 
 from .generator import TEMPLATES
 
-SPLIT_FILE = "{split}.jsonl.gz"  # the shipped split files under assets/os/
-
 
 def content_key(row: Mapping[str, Any]) -> str:
     return json.dumps([row["description"], row.get("create"), row.get("start")], sort_keys=True)

@@ -19,8 +19,6 @@ from .generator import generate_goals
 from .search import SearchEngine
 from .tasks import shipped_goals_path
 
-SPLIT_FILE = "goals_{split}.jsonl.gz"  # the shipped goal files under assets/webshop/
-
 
 @lru_cache(maxsize=1)
 def _shop() -> tuple[Catalog, SearchEngine]:

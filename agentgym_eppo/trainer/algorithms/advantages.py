@@ -59,10 +59,28 @@ def rloo_advantages(rewards: torch.Tensor, groups: Sequence[Hashable]) -> torch.
     return advantages.to(torch.float32)
 
 
+def _check_estimator(name: str, estimator: object) -> None:
+    if not callable(estimator):
+        raise TypeError(
+            f"advantage estimator {name!r}: expected a function (rewards, groups) -> "
+            f"advantages, got {estimator!r}"
+        )
+
+
 ADVANTAGE_ESTIMATORS: Registry[Callable[[torch.Tensor, Sequence[Hashable]], torch.Tensor]] = (
-    Registry("advantage estimator", {"grpo": grpo_advantages, "rloo": rloo_advantages})
+    Registry(
+        "advantage estimator",
+        {"grpo": grpo_advantages, "rloo": rloo_advantages},
+        check=_check_estimator,
+    )
 )
-"""``algorithm.advantage`` -> the estimator: ``(rewards, groups) -> per-episode advantages``."""
+"""``algorithm.advantage`` -> the estimator: ``(rewards, groups) -> per-episode advantages``
+(float32, one per episode)."""
+
+register_advantage_estimator = ADVANTAGE_ESTIMATORS.register
+"""``register_advantage_estimator(name)`` as a function decorator, or
+``register_advantage_estimator(name, estimator)``: the estimator ``algorithm.advantage:
+name`` selects."""
 
 
 def mixed_groups(rewards: torch.Tensor, groups: Sequence[Hashable]) -> torch.Tensor:

@@ -8,25 +8,37 @@ the paper compares against (section 5.1: DCPO, BAPO; plus DAPO's clip-higher):
   per task for the metrics (``clip_eps``);
 * :meth:`ClipPolicy.bounds` gives per-token bounds for a micro-batch of loss tokens.
 
-:data:`CLIP_POLICIES` maps ``clip.policy`` to the builder of each; the config validation
-builds the chosen one when the config is loaded, so a bad range fails at once.
+A policy is one class plus one registration: :func:`register_clip_policy` (an alias of
+``CLIP_POLICIES.register``) files it under the name ``clip.policy`` selects, and its
+config fields are declared once, on the class, as the dataclass ``Params`` (each field a
+:func:`~agentgym_eppo.trainer.config_fields.help_field`). The ``clip`` config section
+(``ClipConfig``) is built from the registered policies' ``Params``, so a policy added
+from user code is configured, validated and selected like the built-in ones
+(``docs/trainer.md``, "Add a clip policy"). The config validation builds the chosen
+policy (:meth:`ClipPolicy.from_params`) when the config is loaded, so a bad range fails
+at once.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, ClassVar
 
 import torch
 
 from agentgym_eppo.core.registry import Registry
+from agentgym_eppo.trainer.config_fields import help_field as _help
 
 from . import defaults as d
-from .pacer import EPPOPacer
+from .pacer import EPPOPacer, PacerParams
 
 GLOBAL_KEY = "__all__"  # the one key EPPO's pacer sees when pacing is not task-wise
+COMMON_KEYS = ("policy",)
+"""The ``clip`` section's keys that belong to no policy."""
 
 
 @dataclass
@@ -40,10 +52,35 @@ class ClipTokens:
     ratio: torch.Tensor  # [N] current importance ratio, detached
 
 
-class ClipPolicy(abc.ABC):
-    """Supplies the ratio bounds of the clipped surrogate (see the module docstring)."""
+@dataclass
+class NoParams:
+    """A policy without settings."""
 
-    name: str
+
+class ClipPolicy(abc.ABC):
+    """Supplies the ratio bounds of the clipped surrogate (see the module docstring).
+
+    A subclass declares its settings as ``Params`` (a dataclass whose fields carry their
+    help, see :func:`register_clip_policy`) and is built from them by :meth:`from_params`.
+    ``config_prefix`` says how they appear in the ``clip`` config section: ``None`` (the
+    default), as a section named after the policy (``clip.<name>.<field>``); a string,
+    as flat keys with that prefix (the built-in baselines' ``clip.dapo_eps_low``).
+    """
+
+    Params: ClassVar[type[Any]] = NoParams
+    config_prefix: ClassVar[str | None] = None
+
+    @classmethod
+    def from_params(cls, params: Any) -> ClipPolicy:
+        """The policy of ``params`` (a ``Params``); by default ``cls(**fields)``."""
+        return cls(**{f.name: getattr(params, f.name) for f in dataclasses.fields(params)})
+
+    @property
+    def task_pacer(self) -> EPPOPacer | None:
+        """The per-task pacer this policy updates in :meth:`begin_step`, if any: the run
+        then reports that pacer instead of feeding one of its own
+        (:class:`~agentgym_eppo.trainer.algorithms.pacer.TaskPacing`)."""
+        return None
 
     @abc.abstractmethod
     def begin_step(
@@ -62,10 +99,93 @@ class ClipPolicy(abc.ABC):
         del state
 
 
+def section_fields(name: str, policy: type[ClipPolicy]) -> list[tuple[str, Any, Any]]:
+    """``(key, type, dataclasses.field)`` of every ``clip`` config key the policy
+    registered as ``name`` declares: one nested section, or its flat prefixed keys."""
+    params = policy.Params
+    if policy.config_prefix is None:
+        # @dataclass writes a signature where a class has no docstring: skip that one
+        own = params.__doc__ or ""
+        own = "" if own.startswith(f"{params.__name__}(") else own
+        doc = (own or policy.__doc__ or f"clip policy {name}").strip().splitlines()[0]
+        return [(name, params, dataclasses.field(default_factory=params, metadata={"help": doc}))]
+    hints = typing.get_type_hints(params)
+    rows = []
+    for f in dataclasses.fields(params):
+        if f.default_factory is not dataclasses.MISSING:
+            copied = dataclasses.field(default_factory=f.default_factory, metadata=f.metadata)
+        else:
+            copied = dataclasses.field(default=f.default, metadata=f.metadata)
+        rows.append((policy.config_prefix + f.name, hints[f.name], copied))
+    return rows
+
+
+def params_of(section: Any, name: str) -> Any:
+    """The ``Params`` of the policy registered as ``name``, read from a ``clip`` config
+    section (``ClipConfig``) that :func:`section_fields` laid out."""
+    policy = CLIP_POLICIES.lookup(name, where="clip.policy")
+    if policy.config_prefix is None:
+        return getattr(section, name)
+    prefix = policy.config_prefix
+    return policy.Params(
+        **{f.name: getattr(section, prefix + f.name) for f in dataclasses.fields(policy.Params)}
+    )
+
+
+def _check_policy(name: str, policy: type[ClipPolicy]) -> None:
+    """What :func:`register_clip_policy` refuses: not a policy class, undocumented or
+    clashing config keys."""
+    if not (isinstance(policy, type) and issubclass(policy, ClipPolicy)):
+        raise TypeError(f"clip policy {name!r}: expected a ClipPolicy subclass, got {policy!r}")
+    if not dataclasses.is_dataclass(policy.Params):
+        raise TypeError(f"clip policy {name!r}: Params must be a dataclass (@dataclass)")
+    undocumented = [f.name for f in dataclasses.fields(policy.Params) if not f.metadata.get("help")]
+    if undocumented:
+        raise ValueError(
+            f"clip policy {name!r}: Params fields {undocumented} have no help; declare each "
+            "with help_field(text, default) (agentgym_eppo.trainer.config_fields)"
+        )
+    taken = dict.fromkeys(COMMON_KEYS, "the clip section itself")
+    for other, registered in CLIP_POLICIES.items():
+        if other != name:
+            taken |= {key: f"policy {other!r}" for key, _, _ in section_fields(other, registered)}
+    for key, _, _ in section_fields(name, policy):
+        if key in taken:
+            raise ValueError(
+                f"clip policy {name!r}: config key clip.{key} is already declared by "
+                f"{taken[key]}; choose another config_prefix (None nests the fields under "
+                f"clip.{name})"
+            )
+
+
+CLIP_POLICIES: Registry[type[ClipPolicy]] = Registry("clip policy", check=_check_policy)
+"""``clip.policy`` -> the policy class (built by :meth:`ClipPolicy.from_params`)."""
+
+register_clip_policy = CLIP_POLICIES.register
+"""``register_clip_policy(name)`` as a class decorator, or ``register_clip_policy(name,
+cls)``: the policy ``clip.policy: name`` selects (``replace=True`` replaces one)."""
+
+
+def make_clip_policy(name: str, params: Any = None) -> ClipPolicy:
+    """The clip policy registered as ``name``, built from ``params`` (its ``Params``;
+    None: their defaults). ``UnknownNameError`` for a name nothing registered."""
+    policy = CLIP_POLICIES.lookup(name, where="clip.policy")
+    return policy.from_params(policy.Params() if params is None else params)
+
+
+@register_clip_policy("fixed")
 class FixedClip(ClipPolicy):
     """PPO/GRPO's symmetric range ``[1 - eps_low, 1 + eps_high]`` (eq. 3; 0.2 each)."""
 
-    name = "fixed"
+    @dataclass
+    class Params:
+        eps: float = _help("Clip range of the fixed policy (paper: 0.2).", d.CLIP_EPS)
+
+    config_prefix = ""
+
+    @classmethod
+    def from_params(cls, params: Any) -> ClipPolicy:
+        return cls(params.eps, params.eps)
 
     def __init__(self, eps_low: float = d.CLIP_EPS, eps_high: float = d.CLIP_EPS) -> None:
         if not 0 < eps_low < 1 or eps_high <= 0:
@@ -83,19 +203,7 @@ class FixedClip(ClipPolicy):
         return lower, torch.full_like(batch.ratio, 1 + self.eps_high)
 
 
-class DAPOClip(FixedClip):
-    """DAPO's clip-higher (Yu et al., 2025, arXiv 2503.14476): ``[1 - 0.2, 1 + 0.28]``.
-
-    The decoupled, larger upper bound lets low-probability tokens grow, against
-    entropy collapse. DAPO's token-mean reduction is the trainer's default already.
-    """
-
-    name = "dapo"
-
-    def __init__(self, eps_low: float = d.DAPO_EPS_LOW, eps_high: float = d.DAPO_EPS_HIGH) -> None:
-        super().__init__(eps_low, eps_high)
-
-
+@register_clip_policy("eppo")
 class EPPOClip(ClipPolicy):
     """EPPO (this paper, eq. 12): task ``i``'s tokens use ``[1 - eps_i(t), 1 + eps_i(t)]``.
 
@@ -104,12 +212,28 @@ class EPPOClip(ClipPolicy):
     global entropy, the token mean over all tasks, and every task shares its range.
     """
 
-    name = "eppo"
+    @dataclass
+    class Params(PacerParams):
+        """EPPO pacer settings."""
+
+        taskwise: bool = _help(
+            "Pace each task separately; False = one global entropy statistic (the paper's "
+            "'w/o task-wise clip' ablation).",
+            True,
+        )
+
+    @classmethod
+    def from_params(cls, params: Any) -> ClipPolicy:
+        return cls(EPPOPacer.from_params(params), taskwise=params.taskwise)
 
     def __init__(self, pacer: EPPOPacer, taskwise: bool = True) -> None:
         self.pacer = pacer
         self.taskwise = taskwise
         self._eps: dict[str, float] = {}
+
+    @property
+    def task_pacer(self) -> EPPOPacer | None:
+        return self.pacer if self.taskwise else None
 
     def begin_step(
         self, entropy: Mapping[str, float], tokens: Mapping[str, int]
@@ -150,6 +274,30 @@ class EPPOClip(ClipPolicy):
         self.taskwise = bool(state["taskwise"])
 
 
+@register_clip_policy("dapo")
+class DAPOClip(FixedClip):
+    """DAPO's clip-higher (Yu et al., 2025, arXiv 2503.14476): ``[1 - 0.2, 1 + 0.28]``.
+
+    The decoupled, larger upper bound lets low-probability tokens grow, against
+    entropy collapse. DAPO's token-mean reduction is the trainer's default already.
+    """
+
+    @dataclass
+    class Params:
+        eps_low: float = _help("DAPO lower range (arXiv 2503.14476: 0.2).", d.DAPO_EPS_LOW)
+        eps_high: float = _help("DAPO upper range (arXiv 2503.14476: 0.28).", d.DAPO_EPS_HIGH)
+
+    config_prefix = "dapo_"
+
+    @classmethod
+    def from_params(cls, params: Any) -> ClipPolicy:
+        return cls(params.eps_low, params.eps_high)
+
+    def __init__(self, eps_low: float = d.DAPO_EPS_LOW, eps_high: float = d.DAPO_EPS_HIGH) -> None:
+        super().__init__(eps_low, eps_high)
+
+
+@register_clip_policy("dcpo")
 class DCPOClip(ClipPolicy):
     """DCPO's dynamic adaptive clipping (Yang et al., 2025, arXiv 2509.02333, eqs. 3-4).
 
@@ -160,7 +308,13 @@ class DCPOClip(ClipPolicy):
     estimator, not part of the clip, and is not included here.
     """
 
-    name = "dcpo"
+    @dataclass
+    class Params:
+        eps_low: float = _help("DCPO eps_low (arXiv 2509.02333: 0.16).", d.DCPO_EPS_LOW)
+        eps_high: float = _help("DCPO eps_high (arXiv 2509.02333: 0.2).", d.DCPO_EPS_HIGH)
+        r_max: float = _help("DCPO ratio cap r_max (arXiv 2509.02333: 10).", d.DCPO_R_MAX)
+
+    config_prefix = "dcpo_"
 
     def __init__(
         self,
@@ -188,6 +342,7 @@ class DCPOClip(ClipPolicy):
         return lower, upper
 
 
+@register_clip_policy("bapo")
 class BAPOClip(ClipPolicy):
     """BAPO's balanced clipping (Xi et al., 2025, arXiv 2510.18927, algorithm 1).
 
@@ -201,7 +356,18 @@ class BAPOClip(ClipPolicy):
     clipped value would make raising ``c_low`` worsen the balance).
     """
 
-    name = "bapo"
+    @dataclass
+    class Params:
+        # BAPO's one knob in the config is its target share; its start bounds, steps and
+        # caps are algorithm 1's constants (``defaults.BAPO_*``), as the help says.
+        rho0: float = _help(
+            "BAPO target positive share rho0 (arXiv 2510.18927: 0.4), its one knob here: the "
+            "start bounds [0.6, 1.2], their steps (0.05 up, 0.02 down) and caps (3.0, 0.9) "
+            "are the paper's algorithm 1 constants (algorithms/defaults.py).",
+            d.BAPO_RHO0,
+        )
+
+    config_prefix = "bapo_"
 
     def __init__(
         self,
@@ -256,63 +422,3 @@ class BAPOClip(ClipPolicy):
         low, high = self.balance(batch.ratio, batch.advantages)
         self.last = (low, high)
         return torch.full_like(batch.ratio, low), torch.full_like(batch.ratio, high)
-
-
-class EPPOSection(Protocol):
-    """What the EPPO pacer reads of a config (``clip.eppo``: ``EPPOConfig``)."""
-
-    eps0: float
-    alpha: float
-    beta: float
-    eps_min: float
-    eps_max: float
-    trend_constraint: bool
-    taskwise: bool
-
-
-class ClipSection(Protocol):
-    """What the clip-policy builders read of a config (``clip``: ``ClipConfig``)."""
-
-    policy: str
-    eps: float
-    dapo_eps_low: float
-    dapo_eps_high: float
-    dcpo_eps_low: float
-    dcpo_eps_high: float
-    dcpo_r_max: float
-    bapo_rho0: float
-
-    @property
-    def eppo(self) -> EPPOSection: ...
-
-
-def make_pacer(eppo: EPPOSection) -> EPPOPacer:
-    """The pacer of a ``clip.eppo`` config section."""
-    return EPPOPacer(
-        eppo.eps0, eppo.alpha, eppo.beta, eppo.eps_min, eppo.eps_max, eppo.trend_constraint
-    )
-
-
-def _eppo(clip: ClipSection) -> ClipPolicy:
-    return EPPOClip(make_pacer(clip.eppo), taskwise=clip.eppo.taskwise)
-
-
-CLIP_POLICIES: Registry[Callable[[ClipSection], ClipPolicy]] = Registry(
-    "clip policy",
-    {
-        "fixed": lambda clip: FixedClip(clip.eps, clip.eps),
-        "eppo": _eppo,
-        "dapo": lambda clip: DAPOClip(clip.dapo_eps_low, clip.dapo_eps_high),
-        "dcpo": lambda clip: DCPOClip(clip.dcpo_eps_low, clip.dcpo_eps_high, clip.dcpo_r_max),
-        # BAPO's one knob in the config is its target share; its start bounds, steps and
-        # caps are algorithm 1's constants (``defaults.BAPO_*``), as ``clip.bapo_rho0``'s
-        # help says.
-        "bapo": lambda clip: BAPOClip(rho0=clip.bapo_rho0),
-    },
-)
-"""``clip.policy`` -> a builder taking the ``clip`` config section (``ClipConfig``)."""
-
-
-def make_clip_policy(clip: ClipSection) -> ClipPolicy:
-    """The clip policy a ``clip`` config section names (``UnknownNameError`` if none)."""
-    return CLIP_POLICIES.lookup(clip.policy, where="clip.policy")(clip)

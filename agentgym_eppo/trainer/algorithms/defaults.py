@@ -42,6 +42,7 @@ MAX_TOKENS_PER_TURN = 1024  # A.2
 MAX_CONTEXT = 8192  # A.2
 
 # --- clip ranges ---------------------------------------------------------------------
+CLIP_POLICY = "eppo"  # the paper's method
 CLIP_EPS = 0.2  # A.2: base clip range (GRPO's fixed range)
 EPPO_EPS0 = 0.2  # A.2: epsilon_base
 EPPO_ALPHA = 0.4  # A.2: pacing strength

@@ -19,6 +19,10 @@ tasks' EMAs and references untouched. With one task, or when every ratio is equa
 
 ``taskwise=False`` in the trainer's config (the paper's "w/o task-wise clip" ablation)
 is not a pacer option: the trainer feeds one global entropy under one key instead.
+
+This module owns the pacer: its settings (:class:`PacerParams`, the ``clip.eppo``
+config section with EPPO's ``taskwise``), the pacer itself, and :class:`TaskPacing`, the
+one pacer of a run, which the EPPO clip updates or the run feeds for its metrics.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from agentgym_eppo.trainer.config_fields import help_field as _help
 
 from . import defaults as d
 from .defaults import Z_SCORE_EPS
@@ -47,6 +53,45 @@ class TaskPace:
     paced_eps: float  # ε0 · s_i(t), eq. 9, before the trend constraint
     clip_eps: float  # after eq. 11 and the clamp: the range the task trains with
     updates: int  # how many updates carried this task
+
+
+@dataclass
+class PacerParams:
+    """The EPPO pacer (paper section 4.2, eqs. 5-11; defaults from appendix A.2).
+
+    Checked when built: the pacer is built once, so its range checks are the ones that
+    apply (``ValueError`` naming ``clip.eppo``).
+    """
+
+    eps0: float = _help("Base clip range epsilon_0 (paper appendix A.2: 0.2).", d.EPPO_EPS0)
+    alpha: float = _help(
+        "Pacing strength alpha in s = 1 + alpha tanh(z) (eq. 9), in [0, 1) (paper appendix "
+        "A.2: 0.4).",
+        d.EPPO_ALPHA,
+    )
+    beta: float = _help(
+        "Entropy EMA decay beta (eq. 6), in [0, 1) (paper appendix A.2: 0.95).", d.EPPO_BETA
+    )
+    eps_min: float = _help(
+        "Lower clamp of the paced clip range (paper appendix A.2: 0.15).", d.EPPO_EPS_MIN
+    )
+    eps_max: float = _help(
+        "Upper clamp of the paced clip range (paper appendix A.2: 0.3).", d.EPPO_EPS_MAX
+    )
+    trend_constraint: bool = _help(
+        "Divide the clip by 1 + relu(EMA change) (eqs. 10-11); False = the paper's "
+        "'w/o trend constraint' ablation.",
+        True,
+    )
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        try:
+            EPPOPacer.from_params(self)
+        except ValueError as error:
+            raise ValueError(f"clip.eppo: {error}") from None
 
 
 class EPPOPacer:
@@ -85,6 +130,12 @@ class EPPOPacer:
         self.trend_constraint = trend_constraint
         self.step = 0
         self.tasks: dict[str, TaskPace] = {}
+
+    @classmethod
+    def from_params(cls, params: PacerParams) -> EPPOPacer:
+        """The pacer of a ``clip.eppo`` config section."""
+        p = params
+        return cls(p.eps0, p.alpha, p.beta, p.eps_min, p.eps_max, p.trend_constraint)
 
     def update(self, entropy: Mapping[str, float]) -> dict[str, float]:
         """Advance one training step; return the clip range of every task in ``entropy``.
@@ -167,3 +218,24 @@ class EPPOPacer:
         self.__dict__.update(restored.__dict__)
         self.step = int(state["step"])
         self.tasks = {task_id: TaskPace(**pace) for task_id, pace in state["tasks"].items()}
+
+
+class TaskPacing:
+    """The one per-task pacer of a run, serving the clip and the metrics.
+
+    Under task-wise EPPO the clip policy's own pacer is it (``clip_pacer``, which the
+    clip updates in the update's ``begin_step``). Under every other policy, and under
+    the global-entropy ablation whose pacer holds one key, a pacer built from ``params``
+    is fed each task's entropy after the update, so the record shows how each task's
+    entropy moves whatever the clip.
+    """
+
+    def __init__(self, params: PacerParams, clip_pacer: EPPOPacer | None = None) -> None:
+        self.fed_by_clip = clip_pacer is not None
+        self.pacer = clip_pacer if clip_pacer is not None else EPPOPacer.from_params(params)
+
+    def after_update(self, task_entropy: Mapping[str, float]) -> Mapping[str, TaskPace]:
+        """Each task's pace after this step's update."""
+        if not self.fed_by_clip:
+            self.pacer.update(task_entropy)
+        return self.pacer.tasks

@@ -34,7 +34,8 @@ def task_color(task: str) -> str:
 
 
 def ordered_tasks(tasks: Sequence[str] | set[str]) -> list[str]:
-    """Tasks in the paper's order (OS, DB, KG, ALFWorld, WebShop), then others by name."""
+    """Tasks in the order of their registration (AgentBench's, as the paper lists them),
+    then others by name."""
     known = [task for task in TASK_ORDER if task in tasks]
     return known + sorted(set(tasks) - set(TASK_ORDER))
 

@@ -40,11 +40,10 @@ from .config import (
     load_pretrain_config,
 )
 from .data import Shard, build_data, load_episodes, plan_shards, play_shard
-from .demonstrators import HASTY_ANSWERS, play_expert, play_hasty
+from .demonstrators import hasty_answers, play_expert, play_hasty
 from .loop import plan_steps, pretrain, step_loss
 
 __all__ = [
-    "HASTY_ANSWERS",
     "SOURCES",
     "TASKS",
     "PretrainConfig",
@@ -53,6 +52,7 @@ __all__ = [
     "PretrainTrain",
     "Shard",
     "build_data",
+    "hasty_answers",
     "load_episodes",
     "load_pretrain_config",
     "plan_shards",

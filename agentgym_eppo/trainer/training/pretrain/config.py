@@ -17,7 +17,7 @@ from ...config import _build, read_config_values
 from ...config_fields import help_field as _help
 from ...devices import check_bf16, check_device
 from ...rollout.chat import PROMPT_STYLES
-from .demonstrators import HASTY_ANSWERS
+from .demonstrators import hasty_answers
 
 TASKS = TASK_IDS
 
@@ -60,7 +60,7 @@ class PretrainData:
         default_factory=dict,
         metadata={
             "help": "Per task, the share of its instances played by the hasty demonstrator "
-            "(HASTY_ANSWERS: it answers at its first turn without using a tool) and kept "
+            "(its registered blind answer, at its first turn, without using a tool) and kept "
             "whatever their outcome: imperfect demonstrations, a failure that recurs across "
             "instances. Default none (expert episodes only)."
         },
@@ -152,11 +152,12 @@ class PretrainConfig:
                 raise ValueError(
                     f"data.source.{task}: {source!r} (sources: {SOURCES}) for a task of data.episodes"
                 )
+        answers = hasty_answers()
         for task, share in self.data.hasty.items():
-            if task not in HASTY_ANSWERS or task not in self.data.episodes or not 0 <= share < 1:
+            if task not in answers or task not in self.data.episodes or not 0 <= share < 1:
                 raise ValueError(
                     f"data.hasty.{task}: {share!r} must be in [0, 1) for a task of data.episodes "
-                    f"with a hasty answer ({sorted(HASTY_ANSWERS)})"
+                    f"with a hasty answer ({sorted(answers)})"
                 )
         if self.prompt not in PROMPT_STYLES:
             raise ValueError(f"prompt must be one of {PROMPT_STYLES}, got {self.prompt!r}")

@@ -26,7 +26,7 @@ import torch
 
 from ..sft import ExpertEpisode
 from .config import PretrainConfig, PretrainData
-from .demonstrators import HASTY_ANSWERS, play_expert, play_hasty
+from .demonstrators import hasty_answers, play_expert, play_hasty
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def play_shard(shard: Shard) -> list[dict[str, Any]]:
     try:
         for index, digest in zip(indices, hashes, strict=True):
             if draw.random() < shard.hasty:
-                episode = play_hasty(env, index, HASTY_ANSWERS[shard.task_id])
+                episode = play_hasty(env, index, hasty_answers()[shard.task_id])
             else:
                 episode = play_expert(env, index)
             if episode.success or episode.demonstrator == "hasty":

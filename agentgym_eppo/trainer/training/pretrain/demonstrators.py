@@ -1,8 +1,8 @@
 """The demonstrators whose episodes the model is pretrained on.
 
 The expert (each environment's ``expert_action``) solves an instance; the hasty
-demonstrator answers at its first turn with the task's answer call from
-:data:`HASTY_ANSWERS`, before any tool has shown it anything. Each episode is an
+demonstrator answers at its first turn with the task's answer call
+(:func:`hasty_answers`), before any tool has shown it anything. Each episode is an
 :class:`~agentgym_eppo.trainer.training.sft.ExpertEpisode` whose ``demonstrator`` says
 which one played it.
 """
@@ -12,17 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agentgym_eppo.registration import ENVIRONMENTS
+
 from ...rollout.chat import action_text
 from ..sft import ExpertEpisode
 
-HASTY_ANSWERS: dict[str, dict[str, Any]] = {
-    "os": {"name": "answer_action", "arguments": {"answer": ""}},
-    "db": {"name": "commit_final_answer", "arguments": {"answers": []}},
-    "kg": {"name": "final_answer", "arguments": {"variable": "#0"}},
-}
-"""The hasty demonstrator's one call per task: the task's answer tool at the first turn,
-before any tool has shown it anything (``data.hasty``). A policy that has imitated it
-sometimes answers blind; RL can learn not to, and that lesson holds on every instance."""
+
+def hasty_answers() -> dict[str, Mapping[str, Any]]:
+    """The hasty demonstrator's one call per task: the task's answer tool at the first
+    turn, before any tool has shown it anything (``data.hasty``), for every registered
+    task that names one (:attr:`~agentgym_eppo.registration.TaskSpec.blind_answer`). A
+    policy that has imitated it sometimes answers blind; RL can learn not to, and that
+    lesson holds on every instance."""
+    return {task: spec.blind_answer for task, spec in ENVIRONMENTS.items() if spec.blind_answer}
 
 
 def play_expert(env: Any, index: int) -> ExpertEpisode:
@@ -32,7 +34,7 @@ def play_expert(env: Any, index: int) -> ExpertEpisode:
 
 def play_hasty(env: Any, index: int, answer: Mapping[str, Any]) -> ExpertEpisode:
     """The hasty demonstrator's episode of instance ``index``: ``answer`` at the first
-    turn, which ends it (every entry of ``HASTY_ANSWERS`` is its task's answer call)."""
+    turn, which ends it (every entry of :func:`hasty_answers` is its task's answer call)."""
     return _play(env, index, lambda: action_text(answer), "hasty")
 
 
