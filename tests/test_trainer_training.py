@@ -172,7 +172,7 @@ def test_task_norm_over_decides_what_an_equal_reward_group_gets(tokenizer, over)
         assert advantages[2:] == [0.0, 0.0] and advantages[0] > 0 > advantages[1]
     with pytest.raises(ValueError, match="task_norm_over"):
         UpdateSettings(task_norm_over="mixed")
-    with pytest.raises(ValueError, match="algorithm.task_norm_over"):
+    with pytest.raises(ValueError, match=r"algorithm\.task_norm_over"):
         load_config(None, ["algorithm.task_norm_over=mixed"])
 
 
