@@ -24,7 +24,6 @@ from .base import (
     LEFTOVER_GRACE_SECONDS,
     QueryResult,
     RowRenderer,
-    _is_leftover,
     episode_name,
     quote_mysql,
 )
@@ -214,17 +213,7 @@ class MySQLBackend(ServerBackend):
                 row[0] for row in _run(admin, "SELECT user FROM information_schema.processlist")
             }
             names = sorted({row[0] for row in [*schemas, *users]})
-        dropped = []
-        for name in names:
-            if not _is_leftover(name, live, grace):
-                continue
-            try:
-                self._drop(name)
-            except self.dbapi.Error as error:  # held by a lock: left for the next start-up
-                logger.warning("leftover episode database %s not dropped: %s", name, error)
-                continue
-            dropped.append(name)
-        return dropped
+        return self._drop_leftovers(names, live, grace)
 
 
 class MySQLEpisode(ServerEpisode):

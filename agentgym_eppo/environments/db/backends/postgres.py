@@ -26,7 +26,6 @@ from .base import (
     LEFTOVER_GRACE_SECONDS,
     QueryResult,
     RowRenderer,
-    _is_leftover,
     episode_name,
     quote_ansi,
 )
@@ -311,17 +310,7 @@ class PostgresBackend(ServerBackend):
             }
         first = sorted(row[0] for row in databases)
         names = first + sorted({row[0] for row in [*schemas, *roles]} - set(first))
-        dropped = []
-        for name in names:
-            if not _is_leftover(name, live, grace):
-                continue
-            try:
-                self._drop(name)
-            except self.dbapi.Error as error:  # held by a lock: left for the next start-up
-                logger.warning("leftover episode database %s not dropped: %s", name, error)
-                continue
-            dropped.append(name)
-        return dropped
+        return self._drop_leftovers(names, live, grace)
 
 
 def _drop_home_quietly(admin: sa.Engine, name: str) -> None:
