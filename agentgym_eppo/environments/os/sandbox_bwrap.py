@@ -297,9 +297,21 @@ class BwrapSandbox(Sandbox):
         request, self._starting = self._starting, None
         try:
             self._answer(request, self._start_timeout)
-            if not self._holder:
+            first_start = not self._holder
+            if first_start:
                 self._holder = self._find_holder(self._start_timeout)
-            self.shell.setup(self._start_timeout, stty=False, nonce_on_terminal=False)
+            try:
+                self.shell.setup(self._start_timeout, stty=False, nonce_on_terminal=False)
+            except ShellClosed:
+                if not first_start:  # a restart after the agent's commands: theirs to break
+                    raise
+                # once in a CI run the first shell was gone before it answered, with no word
+                # on the terminal and the control loop and holder fine: no agent command had
+                # run yet, so it is started once more (a second failure is raised)
+                self.check_alive()
+                self._kill_shell()
+                self._answer(self._send(["shell", self.shell.exit_nonce]), self._start_timeout)
+                self.shell.setup(self._start_timeout, stty=False, nonce_on_terminal=False)
         except (SandboxError, ShellClosed) as error:
             state = self.state()
             inside = self.host_side_alive()
@@ -381,11 +393,15 @@ class BwrapSandbox(Sandbox):
         """Kill every process of the agent (from the host: a fork bomb leaves no pid to spare
         inside), background jobs included, and start a new shell; the control loop and the
         holder stay, and so do the files."""
+        self._kill_shell()
+        self._starting = self._send(["shell", self.shell.exit_nonce])
+        self.ensure_ready()
+
+    def _kill_shell(self) -> None:
+        """Kill what is left of the agent's processes; forget its shell's unread output."""
         kill_repeatedly(self.process_ids)
         _drain(self._master)
         self.shell.forget()
-        self._starting = self._send(["shell", self.shell.exit_nonce])
-        self.ensure_ready()
 
     def close(self) -> None:
         if self._closed:
