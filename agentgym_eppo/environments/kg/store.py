@@ -3,9 +3,8 @@
 :class:`GraphStore` has one job, ``select(query) -> rows``; the queries themselves come
 from :mod:`.queries`, so every store answers the very same text.
 
-* :class:`OxigraphStore` (the default): pyoxigraph in memory over a graph file. It
-  answered a tool call in ~0.05 ms and loaded 271k triples in 0.4 s here, against
-  2-7 ms and 5.8 s for rdflib (``benchmarks/results/kg.md`` has the current numbers).
+* :class:`OxigraphStore` (the default): pyoxigraph in memory over a graph file, the
+  fastest of the stores to load and to answer (``benchmarks/results/kg.md``).
 * :class:`RdflibStore`: the pure-Python option, same files, same queries.
 * :class:`SparqlEndpointStore`: any SPARQL 1.1 endpoint over HTTP (Virtuoso serving
   Freebase as in AgentBench, Oxigraph's server, Fuseki, ...). Every request has a
