@@ -8,17 +8,16 @@ from pathlib import Path
 import pytest
 from support.handmade_runs import write_episodes, write_run
 
-from agentgym_eppo.trainer.analysis.compare_report import (
-    PAPER_CLAIMS,
+from agentgym_eppo.trainer.analysis.compare_claims import PAPER_CLAIMS, claim_verdict
+from agentgym_eppo.trainer.analysis.compare_collect import (
     Confirmation,
     SeedResult,
-    claim_verdict,
     collect_confirmation,
     collect_seed,
-    interval_cell,
-    paired_over_seeds,
-    write_compare_report,
 )
+from agentgym_eppo.trainer.analysis.compare_markdown import interval_cell
+from agentgym_eppo.trainer.analysis.compare_report import write_compare_report
+from agentgym_eppo.trainer.analysis.compare_stats import paired_over_seeds
 
 # Two bands that never cross: no crossover, falling entropy, no late rise.
 BANDED = {

@@ -60,13 +60,13 @@ import yaml
 
 from agentgym_eppo.core.processes import pid_alive
 from agentgym_eppo.core.tasks import SPLITS
-from agentgym_eppo.trainer.analysis.compare_report import (
+from agentgym_eppo.trainer.analysis.compare_collect import (
     Confirmation,
     SeedResult,
     collect_confirmation,
     collect_seed,
-    write_compare_report,
 )
+from agentgym_eppo.trainer.analysis.compare_report import write_compare_report
 from agentgym_eppo.trainer.analysis.run_dir import eval_success, read_evals
 from agentgym_eppo.trainer.checkpoint import latest_checkpoint
 
