@@ -3,8 +3,8 @@
 ``core`` <- ``environments`` (with the registration) <- ``vector``/``wrappers`` <-
 ``trainer`` <- ``adapters`` (``serving``, the environments over HTTP, sits beside
 ``vector``); inside the trainer, bottom first: its base helpers <-
-``algorithms`` <- ``rollout`` (with the evaluation that plays it) <- the config
-sections <- ``training`` (with its checkpoints) <- orchestration (the run, the one RL
+``algorithms`` <- ``rollout/`` (with the evaluation that plays it) <- the config
+sections <- ``training/`` (with its checkpoints) <- orchestration (the run, the one RL
 step, the launchers, the CLI). ``analysis`` reads only the config: it may import the
 config sections and the base helpers of the trainer, nothing else of it.
 
@@ -38,9 +38,9 @@ LAYERS: list[tuple[str, list[str]]] = [  # bottom first
     ),
     ("trainer base", [f"{T}.config_fields", f"{T}.devices", f"{T}.progress"]),
     ("algorithms", [f"{T}.algorithms"]),
-    ("rollout", [f"{T}.rollout", f"{T}.evaluation"]),
+    ("rollout", [f"{T}.rollout"]),
     ("config", [f"{T}.config", f"{T}.distributed.config"]),
-    ("training", [f"{T}.training", f"{T}.checkpoint"]),
+    ("training", [f"{T}.training"]),
     ("analysis", [f"{T}.analysis"]),
     ("orchestration", [T]),
     ("adapters", ["agentgym_eppo.adapters"]),
