@@ -100,7 +100,7 @@ class Trainer:
     """Holds a run's state between stages; :func:`run_training` drives it."""
 
     def __init__(self, config: TrainConfig, console: Console | None = None) -> None:
-        self.config = config.validate()
+        self.config = config
         self.run_dir = Path(config.output_dir)
         self.console = console or Console()
         self.device = resolve_device(config.device)

@@ -6,10 +6,11 @@ paper's appendix A.2; verl where the paper says nothing; DAPO/DCPO/BAPO for thei
 baselines); the CPU demo (``configs/demo-cpu.yaml``) overrides what a tiny model trained
 from scratch needs (a larger learning rate, short episodes, few steps).
 
-Validation happens when the config is built (:meth:`TrainConfig.validate`): names are
-looked up in the registries of advantage estimators and clip policies, and the chosen
-clip policy and the EPPO pacer are built once, so a range they refuse fails at load,
-not after an hour of SFT and evaluations. The ``clip`` section's fields are the
+Validation happens once, when a config is built: each section checks itself
+(``__post_init__``), then :class:`TrainConfig` what spans sections. Names are looked up
+in the registries of advantage estimators and clip policies, and the chosen clip policy
+and the EPPO pacer are built once, so a range they refuse fails at load, not after an
+hour of SFT and evaluations. The ``clip`` section's fields are the
 registered clip policies' own (:class:`ClipConfig`).
 
 One module per job: :mod:`.sections` (the run's sections: ``model``, ``sft``,

@@ -39,12 +39,9 @@ class ClipConfig:
     policy: str = _help("", d.CLIP_POLICY)  # declared again below, with the registry's help
 
     def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
-        """The chosen policy is built once: its range checks are the ones that apply."""
+        """The chosen policy is built once: its range checks are the ones that apply (the
+        pacer's settings, ``clip.eppo``, checked themselves when they were built)."""
         CLIP_POLICIES.lookup(self.policy, where="clip.policy")
-        self.pacer.check()
         try:
             self.build()
         except ValueError as error:

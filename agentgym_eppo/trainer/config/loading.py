@@ -109,11 +109,10 @@ def build_config(cls: type[C], values: Mapping[str, Any], where: str = "") -> C:
 
 
 def config_from_dict(values: Mapping[str, Any]) -> TrainConfig:
-    """Build and validate a :class:`TrainConfig` from nested plain values (the modules of
-    ``imports`` first, so that what they register is known to the sections)."""
+    """Build (and so validate) a :class:`TrainConfig` from nested plain values (the
+    modules of ``imports`` first, so that what they register is known to the sections)."""
     import_modules(_convert(list[str], values.get("imports") or [], "imports"))
-    config = build_config(TrainConfig, values)
-    return config.validate()
+    return build_config(TrainConfig, values)
 
 
 def apply_override(values: dict[str, Any], override: str) -> None:
@@ -145,5 +144,6 @@ def read_config_values(path: str | Path | None, overrides: Sequence[str] = ()) -
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
-    """Read a YAML config (None = all defaults), apply ``key=value`` overrides, validate."""
+    """Read a YAML config (None = all defaults), apply ``key=value`` overrides, build it
+    (which validates it)."""
     return config_from_dict(read_config_values(path, overrides))

@@ -121,9 +121,6 @@ class SFTConfig:
     )
 
     def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
         if not (0.0 <= self.warmup_fraction < 1.0 and 0.0 <= self.final_lr_fraction <= 1.0):
             raise ValueError(
                 "sft.warmup_fraction must be in [0, 1) and sft.final_lr_fraction in [0, 1]"
@@ -168,9 +165,6 @@ class RolloutConfig:
     )
 
     def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
         PROMPTS.lookup(self.prompt, where="rollout.prompt")
         BACKENDS.lookup(self.backend, where="rollout.backend")
         if self.temperature <= 0:
@@ -215,9 +209,6 @@ class AlgorithmConfig:
     )
 
     def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
         ADVANTAGE_ESTIMATORS.lookup(self.advantage, where="algorithm.advantage")
         if self.task_norm_over not in d.TASK_NORM_OVER_CHOICES:
             raise ValueError(
@@ -293,9 +284,6 @@ class RLConfig:
     keep_checkpoints: int = _help("How many RL checkpoints to keep. Default: ours.", 2)
 
     def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
         if self.steps < 0 or self.ppo_epochs < 1 or self.mini_batches < 1:
             raise ValueError("rl.steps must be >= 0, rl.ppo_epochs and rl.mini_batches >= 1")
         if self.lr <= 0 or self.weight_decay < 0 or self.max_grad_norm <= 0:
@@ -369,9 +357,6 @@ class EvalConfig:
     )
 
     def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
         TASK_SPLITS.lookup(self.split, where="eval.split")
         unknown = [stage for stage in self.stages if stage not in EVAL_STAGES]
         if unknown:

@@ -9,6 +9,7 @@ first).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -106,19 +107,12 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> TrainConfig:
-        """Raise ``ValueError`` naming the field of any inconsistent setting; return self.
-
-        Runs when the config is built (and again when asked, after an edit), before
-        anything expensive: each section checks itself (the chosen clip policy and the
-        EPPO pacer, whose metrics run under every policy, are built once), then the
-        settings that span sections.
-        """
+        """Raise ``ValueError`` naming the field of any inconsistent setting, once, when the
+        config is built and before anything expensive. Each section checked itself when it
+        was built (the chosen clip policy and the EPPO pacer, whose metrics run under
+        every policy, among them); here: the Ray and engine sections together, the
+        devices, and the settings that span sections."""
         import_modules(self.imports)
-        for section in (self.sft, self.rollout, self.algorithm, self.clip, self.rl, self.eval):
-            section.check()
         ScaleConfig(self.ray, self.engine).validate()
         check_bf16(self.bf16)
         check_device(self.device)
@@ -138,7 +132,6 @@ class TrainConfig:
                 "(for the SFT, and for the tokenizer it builds); start from a model "
                 "(model.path with sft.enabled=false) or a checkpoint (init_checkpoint)"
             )
-        return self
 
     @property
     def records_expert_episodes(self) -> bool:
@@ -148,15 +141,39 @@ class TrainConfig:
 
     def without_tasks(self, names: Sequence[str]) -> TrainConfig:
         """A copy without the tasks ``names``, in ``tasks`` and ``eval.tasks``, and without
-        their per-task settings (which would name a task the run lacks)."""
-        trimmed = copy.deepcopy(self)
-        trimmed.tasks = {name: slots for name, slots in self.tasks.items() if name not in names}
-        if trimmed.eval.tasks is not None:
-            trimmed.eval.tasks = [name for name in trimmed.eval.tasks if name not in names]
-        for per_task in (trimmed.sft.episodes_by_task, trimmed.eval.instances_by_task):
-            for name in names:
-                per_task.pop(name, None)
-        return trimmed.validate()
+        their per-task settings (which would name a task the run lacks); built, and so
+        checked, like any config.
+
+        >>> config = TrainConfig(
+        ...     tasks={"db": 8, "os": 8},
+        ...     eval=EvalConfig(tasks=["db", "os"], instances_by_task={"os": 2}),
+        ... )
+        >>> trimmed = config.without_tasks(["os"])
+        >>> trimmed.tasks, trimmed.eval.tasks, trimmed.eval.instances_by_task
+        ({'db': 8}, ['db'], {})
+        >>> config.tasks
+        {'db': 8, 'os': 8}
+        >>> config.without_tasks(["db", "os"])
+        Traceback (most recent call last):
+        ...
+        ValueError: eval.tasks must name at least one task (or be null: the trained ones)
+        """
+
+        def kept(per_task: dict[str, Any]) -> dict[str, Any]:
+            return {name: value for name, value in per_task.items() if name not in names}
+
+        copied = copy.deepcopy(self)
+        evaluated = copied.eval.tasks
+        return dataclasses.replace(
+            copied,
+            tasks=kept(copied.tasks),
+            sft=dataclasses.replace(copied.sft, episodes_by_task=kept(copied.sft.episodes_by_task)),
+            eval=dataclasses.replace(
+                copied.eval,
+                tasks=None if evaluated is None else [t for t in evaluated if t not in names],
+                instances_by_task=kept(copied.eval.instances_by_task),
+            ),
+        )
 
 
 def import_modules(modules: Sequence[str], where: str = "imports") -> None:
