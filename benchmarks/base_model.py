@@ -44,8 +44,8 @@ import torch
 
 from agentgym_eppo.trainer.analysis.paired_eval import compare_evals, comparison_table
 from agentgym_eppo.trainer.config import TrainConfig, load_config
-from agentgym_eppo.trainer.evaluation import evaluate_policy
 from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
+from agentgym_eppo.trainer.rollout.evaluation import evaluate_policy
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 from agentgym_eppo.trainer.run import evaluated_tasks
 from agentgym_eppo.trainer.training.models import load_policy

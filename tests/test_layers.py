@@ -2,11 +2,13 @@
 
 ``core`` <- ``environments`` (with the registration) <- ``vector``/``wrappers`` <-
 ``trainer`` <- ``adapters`` (``serving``, the environments over HTTP, sits beside
-``vector``); inside the trainer, bottom first: its base helpers <-
-``algorithms`` <- ``rollout`` (with the evaluation that plays it) <- the config
-sections <- ``training`` (with its checkpoints) <- orchestration (the run, the one RL
-step, the launchers, the CLI). ``analysis`` reads only the config: it may import the
-config sections and the base helpers of the trainer, nothing else of it.
+``vector``); inside the trainer, bottom first: its base helpers <- ``algorithms`` <-
+``rollout/`` (with the evaluation that plays it) <- the config sections (``config/``)
+<- ``training/`` (with its checkpoints) <- orchestration (the run, the one RL step, the
+launchers, the CLI). Every layer between the base helpers and orchestration is a
+folder: a module at the trainer's top level is one or the other. ``analysis`` reads
+only the config: it may import the config sections and the base helpers of the
+trainer, nothing else of it.
 
 Every ``import`` counts: at module level, under ``TYPE_CHECKING`` and inside functions,
 since each is a dependency a reader must follow. ``make lint`` runs this file.
@@ -38,9 +40,9 @@ LAYERS: list[tuple[str, list[str]]] = [  # bottom first
     ),
     ("trainer base", [f"{T}.config_fields", f"{T}.devices", f"{T}.progress"]),
     ("algorithms", [f"{T}.algorithms"]),
-    ("rollout", [f"{T}.rollout", f"{T}.evaluation"]),
+    ("rollout", [f"{T}.rollout"]),
     ("config", [f"{T}.config", f"{T}.distributed.config"]),
-    ("training", [f"{T}.training", f"{T}.checkpoint"]),
+    ("training", [f"{T}.training"]),
     ("analysis", [f"{T}.analysis"]),
     ("orchestration", [T]),
     ("adapters", ["agentgym_eppo.adapters"]),
@@ -138,6 +140,15 @@ def test_the_contract_sees_imports_under_type_checking_and_in_functions(tmp_path
         layer_of(f"{T}.training"),
         layer_of(f"{T}.rollout"),
     }
+
+
+def test_a_module_at_the_trainers_top_level_is_a_base_helper_or_orchestration():
+    # the layers between them are folders (the evaluation lives in rollout/, the
+    # checkpoints in training/, the config sections in config/), so none of them can
+    # import a module that sits beside the run
+    base, orchestration = layer_of(f"{T}.devices"), layer_of(T)
+    top = [_module_name(path) for path in sorted((PACKAGE / "trainer").glob("*.py"))]
+    assert [name for name in top if layer_of(name) not in (base, orchestration)] == []
 
 
 def test_every_module_of_the_package_has_a_layer():

@@ -93,7 +93,7 @@ def test_the_cli_reports_a_missing_model_in_one_line(tmp_path: Path) -> None:
 def test_the_shipped_model_loads_by_name_with_its_prompt_card() -> None:
     from transformers import AutoModelForCausalLM
 
-    from agentgym_eppo.trainer.checkpoint import read_policy_card
+    from agentgym_eppo.trainer.training.checkpoint import read_policy_card
 
     path = Path(resolve_model_path("agentgym-tiny"))
     assert path.name == "agentgym-tiny" and path.parent.name == "models"

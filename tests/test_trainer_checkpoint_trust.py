@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from agentgym_eppo.trainer.checkpoint import (
+from agentgym_eppo.trainer.training.checkpoint import (
     STATE_FILE,
     UnsafeCheckpointError,
     latest_checkpoint,

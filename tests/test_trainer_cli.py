@@ -14,9 +14,9 @@ pytest.importorskip("transformers")
 
 from support import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
 
-from agentgym_eppo.trainer.checkpoint import policy_card, save_checkpoint  # noqa: E402
 from agentgym_eppo.trainer.cli import build_parser, main  # noqa: E402
 from agentgym_eppo.trainer.rollout.openai_endpoint import EndpointError  # noqa: E402
+from agentgym_eppo.trainer.training.checkpoint import policy_card, save_checkpoint  # noqa: E402
 from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.train
@@ -122,7 +122,7 @@ def test_eval_uses_the_prompt_the_checkpoint_records_and_warns_when_told_otherwi
 
 
 def test_a_checkpoint_without_a_card_takes_the_prompt_of_its_runs_config(tmp_path):
-    from agentgym_eppo.trainer.checkpoint import read_policy_card
+    from agentgym_eppo.trainer.training.checkpoint import read_policy_card
 
     run = tmp_path / "run"
     checkpoint = run / "checkpoints" / "sft"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agentgym_eppo.trainer.analysis.paired_eval import compare_evals, comparison_table
-from agentgym_eppo.trainer.evaluation import summarize
 from agentgym_eppo.trainer.rollout.chat import Transcript
 from agentgym_eppo.trainer.rollout.episodes import Episode
+from agentgym_eppo.trainer.rollout.evaluation import summarize
 
 
 def _eval(outcomes: dict[str, list[tuple[str, bool]]]) -> dict:

@@ -650,8 +650,8 @@ def test_an_sft_only_run_without_evaluations_leaves_its_checkpoint(tmp_path):
 
 
 def test_eval_plays_fewer_instances_of_the_tasks_named_in_instances_by_task(tokenizer):
-    from agentgym_eppo.trainer.evaluation import evaluate_policy
     from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
+    from agentgym_eppo.trainer.rollout.evaluation import evaluate_policy
     from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 
     engine = HFGenerateEngine(_model(tokenizer), tokenizer.eos_token_id, tokenizer.pad_token_id)

@@ -24,7 +24,7 @@ _PUBLIC = {
     "TrainConfig": "agentgym_eppo.trainer.config",
     "load_config": "agentgym_eppo.trainer.config",
     "run_training": "agentgym_eppo.trainer.run",
-    "evaluate_policy": "agentgym_eppo.trainer.evaluation",
+    "evaluate_policy": "agentgym_eppo.trainer.rollout.evaluation",
     "evaluate_endpoint": "agentgym_eppo.trainer.rollout.openai_endpoint",
     "diagnose_run": "agentgym_eppo.trainer.analysis.report",
     "run_compare": "agentgym_eppo.trainer.compare",

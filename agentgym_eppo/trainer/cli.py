@@ -48,7 +48,7 @@ def _pretrain(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .evaluation import evaluate_policy
+    from .rollout.evaluation import evaluate_policy
     from .rollout.openai_endpoint import evaluate_endpoint
 
     if args.endpoint:
@@ -76,9 +76,9 @@ def _eval(args: argparse.Namespace) -> int:
             raise CLIError("eval needs --checkpoint DIR or --endpoint URL")
         import torch
 
-        from .checkpoint import CALL_FORMAT, choose_prompt_style, read_policy_card
         from .rollout.episodes import RolloutLimits
         from .rollout.hf import HFGenerateEngine
+        from .training.checkpoint import CALL_FORMAT, choose_prompt_style, read_policy_card
         from .training.models import load_policy, resolve_model_path
 
         if args.threads:

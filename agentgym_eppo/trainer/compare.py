@@ -68,7 +68,7 @@ from agentgym_eppo.trainer.analysis.compare_collect import (
 )
 from agentgym_eppo.trainer.analysis.compare_report import write_compare_report
 from agentgym_eppo.trainer.analysis.run_dir import eval_success, read_evals
-from agentgym_eppo.trainer.checkpoint import latest_checkpoint
+from agentgym_eppo.trainer.training.checkpoint import latest_checkpoint
 
 FINISHED = "finished.json"
 SFT_CHECKPOINT = "checkpoints/sft"

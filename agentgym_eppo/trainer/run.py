@@ -51,7 +51,16 @@ from agentgym_eppo.trainer.progress import live_bar, progress_bar
 from agentgym_eppo.trainer.rl_step import StepSettings, rl_step, update_settings
 from agentgym_eppo.trainer.rollout.engine import RolloutEngine
 from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
+from agentgym_eppo.trainer.rollout.evaluation import evaluate_policy
 from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
+from agentgym_eppo.trainer.training.checkpoint import (
+    ResumePoint,
+    latest_checkpoint,
+    policy_card,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from agentgym_eppo.trainer.training.models import (
     architecture,
     build_tiny_model,
@@ -70,16 +79,7 @@ from agentgym_eppo.trainer.training.sft import (
 from agentgym_eppo.trainer.training.update import PolicyUpdater
 from agentgym_eppo.vector.availability import task_problem
 
-from .checkpoint import (
-    ResumePoint,
-    latest_checkpoint,
-    policy_card,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-)
 from .config import TrainConfig, dump_config
-from .evaluation import evaluate_policy
 
 
 def evaluated_tasks(config: TrainConfig) -> list[str]:
@@ -100,7 +100,7 @@ class Trainer:
     """Holds a run's state between stages; :func:`run_training` drives it."""
 
     def __init__(self, config: TrainConfig, console: Console | None = None) -> None:
-        self.config = config.validate()
+        self.config = config
         self.run_dir = Path(config.output_dir)
         self.console = console or Console()
         self.device = resolve_device(config.device)

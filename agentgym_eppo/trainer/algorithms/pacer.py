@@ -85,9 +85,6 @@ class PacerParams:
     )
 
     def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
         try:
             EPPOPacer.from_params(self)
         except ValueError as error:

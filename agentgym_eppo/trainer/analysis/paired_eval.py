@@ -1,9 +1,9 @@
 """Two evaluations of the same instances, compared instance by instance.
 
-An evaluation's JSON (:mod:`agentgym_eppo.trainer.evaluation`) lists every episode. Two
-evaluations with the same protocol and seed play the same instances, so the question
-"did training raise dev success?" is a paired one: for each instance, the change in its
-success rate (the mean over its attempts). Per task, an exact sign test on those
+An evaluation's JSON (:mod:`agentgym_eppo.trainer.rollout.evaluation`) lists every
+episode. Two evaluations with the same protocol and seed play the same instances, so the
+question "did training raise dev success?" is a paired one: for each instance, the change
+in its success rate (the mean over its attempts). Per task, an exact sign test on those
 changes; over tasks, a paired permutation test of the mean over tasks (each task
 weighted equally, as ``mean_success`` is). Both one-sided: is ``after`` better?
 

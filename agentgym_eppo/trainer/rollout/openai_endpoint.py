@@ -3,7 +3,7 @@ hosted APIs): AgentBench's way of evaluating a served model.
 
 The model gets the task's system prompt, tool schemas and the dialogue as chat messages;
 its message (a ``tool_calls`` entry or plain text) is the action. Results use the same
-JSON as the local evaluation (:func:`agentgym_eppo.trainer.evaluation.summarize`).
+JSON as the local evaluation (:func:`agentgym_eppo.trainer.rollout.evaluation.summarize`).
 
 The server renders the messages with its template, special tokens parsed, so the task
 text and every reply are escaped: the common control-token forms, and every special
@@ -17,7 +17,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentgym_eppo.trainer.evaluation import resolve_task, summarize
+from agentgym_eppo.trainer.rollout.evaluation import resolve_task, summarize
 from agentgym_eppo.wrappers.chat import ControlTokenEscaper, tokenizer_escaper
 
 from .chat import Transcript

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentgym_eppo.registration import TASK_IDS
 
-from ...config import _build, read_config_values
+from ...config import build_config, read_config_values
 from ...config_fields import help_field as _help
 from ...devices import check_bf16, check_device
 from ...rollout.chat import PROMPT_STYLES
@@ -182,5 +182,4 @@ class PretrainConfig:
 
 def load_pretrain_config(path: str | Path | None, overrides: Sequence[str] = ()) -> PretrainConfig:
     """Read a YAML config, apply ``key=value`` overrides, validate."""
-    config: PretrainConfig = _build(PretrainConfig, read_config_values(path, overrides), "")
-    return config
+    return build_config(PretrainConfig, read_config_values(path, overrides))

@@ -24,11 +24,11 @@ import yaml
 from transformers import PreTrainedModel
 
 from ...algorithms.defaults import MAX_GRAD_NORM
-from ...checkpoint import latest_checkpoint, policy_card, save_checkpoint
 from ...devices import autocast_context, resolve_bf16, resolve_device
 from ...progress import live_bar, progress_bar
 from ...rollout.chat import Transcript
 from ..batching import build_micro_batch, plan_micro_batches
+from ..checkpoint import latest_checkpoint, policy_card, save_checkpoint
 from ..models import (
     architecture,
     build_tiny_model,
