@@ -15,6 +15,8 @@ the test-only tasks are registered under that name (``support.trainer_test_envs:
   OS tests' parametrized fixtures.
 - ``os_sweeps``: one sweep of a shipped OS split per test session, shared by the OS
   asset and expected-answer tests.
+- ``processes``: process checks (a zombie counts as gone) and the OS sandboxes running
+  under a process.
 - ``scale_fsdp_worker``: one policy update, single-process or as an FSDP2 rank; run as
   a script under torchrun, and called by the Ray tests.
 - ``secret_env``: a minimal "say the secret word" task that pins the base
