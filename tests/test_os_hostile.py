@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from support.os_backends import BACKENDS, SMALL_LIMITS, skip_unless
+from support.os_calls import answer, bash
 
 from agentgym_eppo.environments.os.env import OSEnv
 from agentgym_eppo.vector.env import DEFAULT_STEP_TIMEOUT
@@ -57,14 +58,6 @@ echo tried
 """
 """Writes a forged control-loop answer ("<id> 0 2\\n42" for the next ids) into every pipe
 of every process the agent can see: the attack that scored 1.0 on unsolved dev tasks."""
-
-
-def bash(script: str) -> dict[str, Any]:
-    return {"name": "bash_action", "arguments": {"script": script}}
-
-
-def answer(text: str) -> dict[str, Any]:
-    return {"name": "answer_action", "arguments": {"answer": text}}
 
 
 @pytest.fixture(params=BACKENDS)

@@ -13,6 +13,7 @@ the test-only tasks are registered under that name (``support.trainer_test_envs:
 - ``kg_fixtures``: a tiny hand-made knowledge graph and tool-call helpers for the KG tests.
 - ``os_backends``: which OS sandbox backends (bubblewrap, Docker) can run here, for the
   OS tests' parametrized fixtures.
+- ``os_calls``: the OS env's tool calls (``bash``, ``answer``) as the OS tests write them.
 - ``os_sweeps``: one sweep of a shipped OS split per test session, shared by the OS
   asset and expected-answer tests.
 - ``processes``: process checks (a zombie counts as gone) and the OS sandboxes running
