@@ -257,6 +257,19 @@ def test_gymnasium_check_env_passes() -> None:
     check_env(DBEnv([PEOPLE]), skip_render_check=True)
 
 
+def _run_python(code: str) -> str:
+    """What ``code`` prints, run in a fresh interpreter that sees only the checkout."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+
+
 def test_gym_make_works_in_a_fresh_process_without_import() -> None:
     code = (
         "import gymnasium as gym, json\n"
@@ -267,15 +280,7 @@ def test_gym_make_works_in_a_fresh_process_without_import() -> None:
         "    if terminated or truncated: break\n"
         "print(json.dumps([info['task_id'], reward, env.unwrapped.num_tasks]))\n"
     )
-    output = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    output = _run_python(code)
     assert json.loads(output.strip().splitlines()[-1]) == ["db", 1.0, 200]
 
 
@@ -306,15 +311,7 @@ def test_docs_example_runs_and_solves_its_task() -> None:
     text = (REPO_ROOT / "docs" / "db.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
     assert len(code.strip().splitlines()) <= 10
-    output = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout.splitlines()
+    output = _run_python(code).splitlines()
     assert output[0].startswith("[('") and output[-1] == "1.0 completed"
 
 

@@ -229,18 +229,7 @@ def test_endpoint_url_and_backend_choice_are_checked_up_front(tmp_path: Path) ->
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    tool=st.sampled_from(
-        [
-            "get_relations",
-            "get_neighbors",
-            "intersection",
-            "get_attributes",
-            "argmax",
-            "argmin",
-            "count",
-            "final_answer",
-        ]
-    ),
+    tool=st.sampled_from([spec.name for spec in KGEnv.tools]),
     first=st.one_of(st.text(max_size=40), st.sampled_from(["#0", "#1", "Ada Lane", "m.0f1"])),
     second=st.one_of(st.text(max_size=40), st.sampled_from(["#0", "film.film.runtime"])),
 )

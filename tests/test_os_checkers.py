@@ -4,10 +4,10 @@ every check compares what the agent produced as data, never as code."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.os_backends import skip_unless
+from support.os_calls import bash
 
 from agentgym_eppo.environments.os.checkers import (
     STANDARD_CHECKERS,
@@ -17,10 +17,6 @@ from agentgym_eppo.environments.os.checkers import (
 )
 from agentgym_eppo.environments.os.env import OSEnv
 from agentgym_eppo.environments.os.tasks import Script
-
-
-def bash(script: str) -> dict[str, Any]:
-    return {"name": "bash_action", "arguments": {"script": script}}
 
 
 @pytest.mark.parametrize(

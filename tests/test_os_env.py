@@ -17,6 +17,7 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 from support.os_backends import BACKENDS, SMALL_LIMITS, skip_unless
+from support.os_calls import answer, bash
 
 import agentgym_eppo  # noqa: F401 - registers the environments
 from agentgym_eppo.core import ABORT_PENALTY, TaskFormatError
@@ -40,14 +41,6 @@ OPERATION_TASK = {
         "example": "echo up > /root/flag",
     },
 }
-
-
-def bash(script: str) -> dict[str, Any]:
-    return {"name": "bash_action", "arguments": {"script": script}}
-
-
-def answer(text: str) -> dict[str, Any]:
-    return {"name": "answer_action", "arguments": {"answer": text}}
 
 
 @pytest.fixture(params=BACKENDS)

@@ -39,6 +39,7 @@ from typing import Any
 
 import pytest
 from support.os_backends import BACKENDS, skip_unless
+from support.os_calls import bash
 from support.os_sweeps import (
     BLIND_POLICIES,
     BLIND_SAMPLED,
@@ -46,7 +47,6 @@ from support.os_sweeps import (
     Attack,
     attack_task,
     attacked,
-    bash,
     blind_plays,
     blind_sweep,
     judged_by_example_or_match,

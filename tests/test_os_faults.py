@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 import pytest
 from support.os_backends import BACKENDS, SMALL_LIMITS, skip_unless
+from support.os_calls import bash
 
 from agentgym_eppo.environments.os import cgroups
 from agentgym_eppo.environments.os.env import OSEnv
@@ -27,10 +28,6 @@ TASK = {"description": "Say done.", "evaluation": {"match": "done"}}
 TIMEOUT = 2.0
 INTERRUPTED = f"[the command ran longer than {TIMEOUT:g} s and was interrupted]"
 RESTARTED = "[the shell exited; a new shell was started]"
-
-
-def bash(script: str) -> dict[str, Any]:
-    return {"name": "bash_action", "arguments": {"script": script}}
 
 
 @pytest.fixture(params=BACKENDS)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from support.os_backends import BACKENDS, SMALL_LIMITS, skip_unless
+from support.os_calls import answer, bash
 
 from agentgym_eppo.environments.os.env import OSEnv
 from agentgym_eppo.vector.env import DEFAULT_STEP_TIMEOUT
@@ -57,14 +58,6 @@ echo tried
 """
 """Writes a forged control-loop answer ("<id> 0 2\\n42" for the next ids) into every pipe
 of every process the agent can see: the attack that scored 1.0 on unsolved dev tasks."""
-
-
-def bash(script: str) -> dict[str, Any]:
-    return {"name": "bash_action", "arguments": {"script": script}}
-
-
-def answer(text: str) -> dict[str, Any]:
-    return {"name": "answer_action", "arguments": {"answer": text}}
 
 
 @pytest.fixture(params=BACKENDS)
@@ -117,71 +110,56 @@ def test_the_true_answer_still_scores_after_the_forgery_attempt(make_env: Any) -
     assert reward == 1.0
 
 
-def test_the_agent_sees_neither_the_control_loop_nor_the_check_processes(backend: str) -> None:
+def test_the_agent_sees_neither_the_control_loop_nor_the_check_processes(make_env: Any) -> None:
     """While a check runs, the agent's processes are stopped; once they run again the
     check is over: a watcher never observes a check's process."""
-    skip_unless(backend)
-    env = OSEnv([ANSWER_TASK], backend=backend, limits=SMALL_LIMITS, command_timeout=10.0)
-    try:
-        env.reset(options={"index": 0})
-        sandbox = env.sandbox
-        assert sandbox is not None
-        observe(
-            env,
-            "(while :; do ps -eo args= >> /tmp/seen; done) >/dev/null 2>&1 & "
-            "until [ -s /tmp/seen ]; do sleep 0.05; done",
-        )
-        result = sandbox.run_process(["bash", "-c", "sleep 0.5; echo judge-marker-$((6*7))"], 10)
-        assert result.output.strip() == "judge-marker-42"
-        seen = observe(env, "grep -c '[j]udge-marker' /tmp/seen; grep -c '[c]ontrol' /tmp/seen")
-        assert seen.endswith("0\n0\n"), seen
-    finally:
-        env.close()
+    env = make_env([ANSWER_TASK])
+    sandbox = env.sandbox
+    assert sandbox is not None
+    observe(
+        env,
+        "(while :; do ps -eo args= >> /tmp/seen; done) >/dev/null 2>&1 & "
+        "until [ -s /tmp/seen ]; do sleep 0.05; done",
+    )
+    result = sandbox.run_process(["bash", "-c", "sleep 0.5; echo judge-marker-$((6*7))"], 10)
+    assert result.output.strip() == "judge-marker-42"
+    seen = observe(env, "grep -c '[j]udge-marker' /tmp/seen; grep -c '[c]ontrol' /tmp/seen")
+    assert seen.endswith("0\n0\n"), seen
 
 
-def test_an_agent_program_run_by_a_check_cannot_forge_the_next_answer(backend: str) -> None:
+def test_an_agent_program_run_by_a_check_cannot_forge_the_next_answer(make_env: Any) -> None:
     """The write-a-script tasks' checks run the agent's program: it must not reach the
     channel that carries the verdicts either."""
-    skip_unless(backend)
-    env = OSEnv([WRITE_SCRIPT_TASK], backend=backend, limits=SMALL_LIMITS)
-    try:
-        env.reset(options={"index": 0})
-        sandbox = env.sandbox
-        assert sandbox is not None
-        sandbox.run_process(["bash", "-c", FORGE_INTO_EVERY_PIPE], 20)
-        assert sandbox.run_process(["echo", "real"], 10).output == "real\n"
-    finally:
-        env.close()
+    env = make_env([WRITE_SCRIPT_TASK])
+    sandbox = env.sandbox
+    assert sandbox is not None
+    sandbox.run_process(["bash", "-c", FORGE_INTO_EVERY_PIPE], 20)
+    assert sandbox.run_process(["echo", "real"], 10).output == "real\n"
 
 
-def test_agent_processes_cannot_act_while_a_check_runs(backend: str) -> None:
-    skip_unless(backend)
-    env = OSEnv([ANSWER_TASK], backend=backend, limits=SMALL_LIMITS)
-    try:
-        env.reset(options={"index": 0})
-        sandbox = env.sandbox
-        assert sandbox is not None
-        observe(
-            env,
-            "(while :; do echo x >> /tmp/ticks; done) >/dev/null 2>&1 & "
-            "until [ -s /tmp/ticks ]; do sleep 0.05; done",
-        )
-        result = sandbox.run_process(
-            [
-                "bash",
-                "-c",
-                "a=$(wc -c < /tmp/ticks); sleep 0.5; b=$(wc -c < /tmp/ticks); echo $a $b",
-            ],
-            10,
-        )
-        before, after = result.output.split()
-        assert before == after, result.output
-        grown = observe(
-            env, "a=$(wc -c < /tmp/ticks); sleep 0.5; b=$(wc -c < /tmp/ticks); echo $((b > a))"
-        )
-        assert grown.endswith("1\n")  # and they run again once the check is over
-    finally:
-        env.close()
+def test_agent_processes_cannot_act_while_a_check_runs(make_env: Any) -> None:
+    env = make_env([ANSWER_TASK])
+    sandbox = env.sandbox
+    assert sandbox is not None
+    observe(
+        env,
+        "(while :; do echo x >> /tmp/ticks; done) >/dev/null 2>&1 & "
+        "until [ -s /tmp/ticks ]; do sleep 0.05; done",
+    )
+    result = sandbox.run_process(
+        [
+            "bash",
+            "-c",
+            "a=$(wc -c < /tmp/ticks); sleep 0.5; b=$(wc -c < /tmp/ticks); echo $a $b",
+        ],
+        10,
+    )
+    before, after = result.output.split()
+    assert before == after, result.output
+    grown = observe(
+        env, "a=$(wc -c < /tmp/ticks); sleep 0.5; b=$(wc -c < /tmp/ticks); echo $((b > a))"
+    )
+    assert grown.endswith("1\n")  # and they run again once the check is over
 
 
 # ---------------------------------------------------------------- the checks' own programs
@@ -189,23 +167,45 @@ def test_agent_processes_cannot_act_while_a_check_runs(backend: str) -> None:
 
 # Not on Docker: the Docker backend judges with the container's programs, as AgentBench.
 @pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
-def test_checks_do_not_run_the_agents_bash(make_env: Any, backend: str) -> None:
-    env = make_env([OPERATION_TASK])
-    observe(
-        env,
-        "rm /usr/bin/bash && printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/bash && chmod +x /usr/bin/bash",
-    )
-    reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
-    assert reward == 0.0
-
-
-# Not on Docker: the Docker backend judges with the container's programs, as AgentBench.
-@pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
-def test_checks_do_not_run_the_agents_tools_first_in_path(make_env: Any, backend: str) -> None:
-    env = make_env([OPERATION_TASK])
-    observe(
-        env, "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/grep && chmod +x /usr/local/bin/grep"
-    )
+@pytest.mark.parametrize(
+    ("task", "attack"),
+    [
+        pytest.param(
+            OPERATION_TASK,
+            "rm /usr/bin/bash && printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/bash && "
+            "chmod +x /usr/bin/bash && echo replaced",
+            id="the-agents-bash",
+        ),
+        pytest.param(
+            OPERATION_TASK,
+            "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/grep && "
+            "chmod +x /usr/local/bin/grep && echo replaced",
+            id="the-agents-tools-first-in-path",
+        ),
+        pytest.param(
+            OPERATION_TASK,
+            "mkdir /usr/evil && printf '#!/bin/sh\\nexit 0\\n' > /usr/evil/grep && "
+            "chmod +x /usr/evil/grep && rm -rf /usr/sbin && ln -s /usr/evil /usr/sbin && "
+            "echo replaced",
+            id="tools-behind-a-replaced-usr-directory",
+        ),
+        pytest.param(
+            PYTHON_CHECK_TASK,
+            "v=$(python3 -c 'import sys; print(\"python%d.%d\" % sys.version_info[:2])'); "
+            "for d in /etc/$v /usr/local/lib/$v/dist-packages /root/.local/lib/$v/site-packages; do "
+            "mkdir -p $d 2>/dev/null; printf 'import os\\nos._exit(0)\\n' > $d/sitecustomize.py 2>/dev/null; "
+            "echo 'import os; os._exit(0)' > $d/evil.pth 2>/dev/null; done; "
+            "printf 'import os\\nos._exit(0)\\n' > /root/sys.py; echo replaced",
+            id="the-agents-python-customisation",
+        ),
+    ],
+)
+def test_checks_do_not_run_what_the_agent_replaced(
+    make_env: Any, backend: str, task: dict[str, Any], attack: str
+) -> None:
+    env = make_env([task])
+    obs = observe(env, attack)
+    assert obs.endswith("replaced\n"), obs
     reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
     assert reward == 0.0
 
@@ -218,23 +218,6 @@ def test_checks_still_run_a_program_the_agent_was_asked_to_write(make_env: Any) 
     )
     reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
     assert reward == 1.0
-
-
-# Not on Docker: the Docker backend judges with the container's programs, as AgentBench.
-@pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
-def test_checks_do_not_run_tools_behind_a_replaced_usr_directory(
-    make_env: Any, backend: str
-) -> None:
-    env = make_env([OPERATION_TASK])
-    obs = observe(
-        env,
-        "mkdir /usr/evil && printf '#!/bin/sh\\nexit 0\\n' > /usr/evil/grep && "
-        "chmod +x /usr/evil/grep && rm -rf /usr/sbin && ln -s /usr/evil /usr/sbin && "
-        "echo replaced",
-    )
-    assert obs.endswith("replaced\n"), obs
-    reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
-    assert reward == 0.0
 
 
 def test_a_full_disk_does_not_make_a_failing_check_pass(make_env: Any) -> None:
@@ -365,23 +348,6 @@ def test_a_lone_surrogate_in_the_answer_is_judged_not_an_error(make_env: Any) ->
     env = make_env([ANSWER_TASK])
     reward, status = final(env, answer("7\ud800"))
     assert (reward, status) == (0.0, "completed")
-
-
-# Not on Docker: the Docker backend judges with the container's programs, as AgentBench.
-@pytest.mark.parametrize("backend", ["bwrap"], indirect=True)
-def test_checks_do_not_load_the_agents_python_customisation(make_env: Any, backend: str) -> None:
-    env = make_env([PYTHON_CHECK_TASK])
-    obs = observe(
-        env,
-        "v=$(python3 -c 'import sys; print(\"python%d.%d\" % sys.version_info[:2])'); "
-        "for d in /etc/$v /usr/local/lib/$v/dist-packages /root/.local/lib/$v/site-packages; do "
-        "mkdir -p $d 2>/dev/null; printf 'import os\\nos._exit(0)\\n' > $d/sitecustomize.py 2>/dev/null; "
-        "echo 'import os; os._exit(0)' > $d/evil.pth 2>/dev/null; done; "
-        "printf 'import os\\nos._exit(0)\\n' > /root/sys.py; echo written",
-    )
-    assert obs.endswith("written\n")
-    reward, _ = final(env, {"name": "finish_action", "arguments": {"thought": "done"}})
-    assert reward == 0.0
 
 
 # ---------------------------------------------------------------- self-termination

@@ -20,13 +20,13 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import psutil
 import pytest
 import sqlalchemy as sa
 from support.db_servers import MARIADB_URL, server_url
 from support.os_backends import skip_unless
+from support.os_calls import bash
 from support.vector_test_envs import GUESS
 
 from agentgym_eppo.core import Status
@@ -61,10 +61,6 @@ def _assert_unharmed_and_recovers(venv: MultiTaskVectorEnv, hit: int, other: int
     assert _play_to_the_end(venv, other).info["status"] == "completed"
     venv.reset_some([hit])
     assert _play_to_the_end(venv, hit).info["status"] == "completed"
-
-
-def _bash(script: str) -> dict[str, Any]:
-    return {"name": "bash_action", "arguments": {"script": script}}
 
 
 # ---------------------------------------------------------------------- workers
@@ -127,7 +123,7 @@ def _host_process_of(marker: str) -> psutil.Process:
 
 def _start_marked_sleep(venv: MultiTaskVectorEnv, index: int) -> psutil.Process:
     marker = f"agentgym-fault-{uuid.uuid4().hex[:12]}"
-    (outcome,) = venv.step_some([index], [_bash(f"(exec -a {marker} sleep 600) &")])
+    (outcome,) = venv.step_some([index], [bash(f"(exec -a {marker} sleep 600) &")])
     assert outcome.info["status"] == "running"
     return _host_process_of(marker)
 
@@ -141,10 +137,10 @@ def test_kill_9_of_the_sandbox_shell_from_the_host_replaces_the_shell(
     shell = _start_marked_sleep(os_venv, 0).parent()
     assert shell is not None and shell.cmdline()[:2] == ["bash", "--login"]
     shell.send_signal(signal.SIGKILL)
-    (outcome,) = os_venv.step_some([0], [_bash("echo still here")])
+    (outcome,) = os_venv.step_some([0], [bash("echo still here")])
     assert outcome.info["status"] == "running", outcome.observation
     assert outcome.observation.endswith("[the shell exited; a new shell was started]")
-    (outcome,) = os_venv.step_some([0], [_bash("echo back; exit")])
+    (outcome,) = os_venv.step_some([0], [bash("echo back; exit")])
     assert outcome.info["status"] == "running", outcome.observation
     assert "back\n" in outcome.observation  # the exit seen at once: its nonce was read right
     assert outcome.observation.endswith("[the shell exited; a new shell was started]")
@@ -163,9 +159,9 @@ def test_kill_9_of_the_whole_sandbox_ends_its_episode_cleanly(
     for process in control.children(recursive=True):
         with contextlib.suppress(psutil.NoSuchProcess):  # gone with its parent already
             process.send_signal(signal.SIGKILL)
-    (outcome,) = os_venv.step_some([0], [_bash("echo still here")])
+    (outcome,) = os_venv.step_some([0], [bash("echo still here")])
     if outcome.info["status"] == "running":  # the kill may land between two commands
-        (outcome,) = os_venv.step_some([0], [_bash("echo still here")])
+        (outcome,) = os_venv.step_some([0], [bash("echo still here")])
     _assert_agent_abort(outcome, "the sandbox's shell did not start")
     _assert_unharmed_and_recovers(os_venv, hit=0, other=1)
 
@@ -174,13 +170,13 @@ def test_disk_full_in_the_sandbox_is_an_observation_and_harms_no_other_episode(
     os_venv: MultiTaskVectorEnv,
 ) -> None:
     fill = "for i in 1 2 3 4; do head -c 30M /dev/zero > /root/f$i || { echo full at $i; break; }; done"
-    (outcome,) = os_venv.step_some([0], [_bash(fill)])
+    (outcome,) = os_venv.step_some([0], [bash(fill)])
     assert outcome.info["status"] == "running"
     assert "No space left on device" in outcome.observation
     assert "full at 3" in outcome.observation
-    (outcome,) = os_venv.step_some([0], [_bash("rm /root/f* && echo freed")])
+    (outcome,) = os_venv.step_some([0], [bash("rm /root/f* && echo freed")])
     assert outcome.observation == "The output of the OS:\n\nfreed\n"
-    (other,) = os_venv.step_some([1], [_bash("echo fine > /root/x && cat /root/x")])
+    (other,) = os_venv.step_some([1], [bash("echo fine > /root/x && cat /root/x")])
     assert other.observation == "The output of the OS:\n\nfine\n"
     _assert_unharmed_and_recovers(os_venv, hit=0, other=1)
 
@@ -194,7 +190,7 @@ def test_closing_the_vector_env_mid_command_leaves_no_sandbox_cgroup() -> None:
     worker = venv.pool.pids()[0]  # type: ignore[attr-defined]
     venv.reset_some([0])
     marker = f"agentgym-fault-{uuid.uuid4().hex[:12]}"
-    venv.submit_steps([0], [_bash(f"bash -c 'exec -a {marker} sleep 25'")])
+    venv.submit_steps([0], [bash(f"bash -c 'exec -a {marker} sleep 25'")])
     _host_process_of(marker)  # the command is running: close now, in the middle of it
     venv.close()
     assert not psutil.pid_exists(worker) or psutil.Process(worker).status() == "zombie"

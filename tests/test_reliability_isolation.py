@@ -19,15 +19,12 @@ from typing import Any
 import pytest
 from support.db_servers import MARIADB_URL, POSTGRES_URL, server_url
 from support.os_backends import skip_unless
+from support.os_calls import bash
 
 from agentgym_eppo.environments.db.env import DBEnv
 from agentgym_eppo.environments.os.env import OSEnv
 
 # ---------------------------------------------------------------------- OS
-
-
-def _bash(script: str) -> dict[str, Any]:
-    return {"name": "bash_action", "arguments": {"script": script}}
 
 
 @pytest.fixture
@@ -43,7 +40,7 @@ def two_sandboxes() -> Iterator[tuple[Any, Any]]:
 
 
 def _run(env: Any, script: str) -> str:
-    observation, _, terminated, _, info = env.step(_bash(script))
+    observation, _, terminated, _, info = env.step(bash(script))
     assert not terminated and info["status"] == "running", observation
     return str(observation)
 
@@ -74,9 +71,9 @@ def test_a_sandbox_cannot_kill_another_episodes_processes(
 ) -> None:
     first, second = two_sandboxes
     _run(first, "echo alive > /root/state")
-    observation, _, terminated, _, info = second.step(_bash("kill -9 -1; pkill -9 -f bash"))
+    observation, _, terminated, _, info = second.step(bash("kill -9 -1; pkill -9 -f bash"))
     if not terminated:  # the shell may notice its own death one command later
-        observation, _, terminated, _, info = second.step(_bash("echo still here"))
+        observation, _, terminated, _, info = second.step(bash("echo still here"))
     # it killed its own machine: an agent status (docs/os.md), never the other's
     assert info["status"] in ("running", "agent_invalid_action"), observation
     assert _run(first, "cat /root/state") == "The output of the OS:\n\nalive\n"

@@ -7,18 +7,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import psutil
 import pytest
 
 pytest.importorskip("openenv", reason="openenv-core is not installed (the serve extra)")
 
 from openenv.core.generic_client import GenericEnvClient
+from support.processes import sandboxes
 from support.serving_support import thread_server, wait_until
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
@@ -146,32 +145,20 @@ def test_state_and_mcp_messages_do_not_keep_a_session_alive(idle_url: str) -> No
     assert wait_until(lambda: _live(idle_url) == 0, timeout=10)
 
 
-def _sandboxes() -> list[psutil.Process]:
-    """The bubblewrap processes under this process (the thread server's sandboxes)."""
-    found = []
-    for child in psutil.Process(os.getpid()).children(recursive=True):
-        try:
-            if child.name() == "bwrap" and child.status() != psutil.STATUS_ZOMBIE:
-                found.append(child)
-        except psutil.NoSuchProcess:
-            pass
-    return found
-
-
 @pytest.mark.slow
 def test_a_finished_os_episode_holds_no_sandbox() -> None:
     answer = {"tool_call": {"name": "answer_action", "arguments": {"answer": "surely wrong"}}}
     with thread_server("os") as url, GenericEnvClient(base_url=url).sync() as client:
         client.reset(index=0)
-        assert _sandboxes()
+        assert sandboxes()
         result = client.step(answer)
         assert result.done
-        assert wait_until(lambda: not _sandboxes(), timeout=30)
+        assert wait_until(lambda: not sandboxes(), timeout=30)
         # and none starts for a next episode (a sandbox kept in reserve starts at once)
-        assert not wait_until(lambda: bool(_sandboxes()), timeout=3)
+        assert not wait_until(lambda: bool(sandboxes()), timeout=3)
         # the next episode starts its sandbox at its reset
         client.reset(index=1)
-        assert _sandboxes()
+        assert sandboxes()
         result = client.step(
             {"tool_call": {"name": "bash_action", "arguments": {"script": "echo again"}}}
         )

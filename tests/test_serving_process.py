@@ -9,12 +9,12 @@ import subprocess
 import sys
 import textwrap
 
-import psutil
 import pytest
 
 pytest.importorskip("openenv", reason="openenv-core is not installed (the serve extra)")
 
 from openenv.core.generic_client import GenericEnvClient
+from support.processes import sandboxes
 from support.serving_support import wait_until
 
 from agentgym_eppo.serving.process import ServerProcess
@@ -38,18 +38,6 @@ CLIENT = textwrap.dedent(
 STARTED = {"name": "bash_action", "arguments": {"script": "echo started"}}
 
 
-def _sandboxes(server_pid: int) -> list[psutil.Process]:
-    """The bubblewrap processes under the server (a live OS episode has a few)."""
-    found = []
-    for child in psutil.Process(server_pid).children(recursive=True):
-        try:
-            if child.name() == "bwrap" and child.status() != psutil.STATUS_ZOMBIE:
-                found.append(child)
-        except psutil.NoSuchProcess:
-            pass
-    return found
-
-
 @pytest.mark.slow
 def test_killed_client_stopped_server_and_restart_leave_no_sandbox() -> None:
     # the client imports OpenEnv while the server starts, then reads the server's URL
@@ -64,11 +52,11 @@ def test_killed_client_stopped_server_and_restart_leave_no_sandbox() -> None:
             client.stdin.flush()
             assert client.stdout.readline().strip() == "mid-episode"
             assert server.sessions()["active_sessions"] == 1
-            assert _sandboxes(server.pid)
+            assert sandboxes(server.pid)
             client.send_signal(signal.SIGKILL)
             client.wait(timeout=10)
             assert wait_until(lambda: server.sessions()["active_sessions"] == 0, timeout=30)
-            assert wait_until(lambda: not _sandboxes(server.pid), timeout=30)
+            assert wait_until(lambda: not sandboxes(server.pid), timeout=30)
         finally:
             if client.poll() is None:
                 client.kill()
@@ -78,11 +66,11 @@ def test_killed_client_stopped_server_and_restart_leave_no_sandbox() -> None:
         with GenericEnvClient(base_url=server.url).sync() as open_session:
             open_session.reset(index=0)
             open_session.step({"tool_call": STARTED})
-            sandboxes = _sandboxes(server.pid)
-            assert sandboxes and server.sessions()["active_sessions"] == 1
+            held = sandboxes(server.pid)
+            assert held and server.sessions()["active_sessions"] == 1
             # uvicorn shuts down gracefully, then ends itself by the signal it got
             assert server.stop() in (0, -signal.SIGTERM)
-            assert wait_until(lambda: not any(p.is_running() for p in sandboxes), timeout=30)
+            assert wait_until(lambda: not any(p.is_running() for p in held), timeout=30)
             with pytest.raises(Exception):  # noqa: B017 - the connection is gone, any way
                 open_session.step({"tool_call": STARTED})
 

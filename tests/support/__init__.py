@@ -13,8 +13,11 @@ the test-only tasks are registered under that name (``support.trainer_test_envs:
 - ``kg_fixtures``: a tiny hand-made knowledge graph and tool-call helpers for the KG tests.
 - ``os_backends``: which OS sandbox backends (bubblewrap, Docker) can run here, for the
   OS tests' parametrized fixtures.
+- ``os_calls``: the OS env's tool calls (``bash``, ``answer``) as the OS tests write them.
 - ``os_sweeps``: one sweep of a shipped OS split per test session, shared by the OS
   asset and expected-answer tests.
+- ``processes``: process checks (a zombie counts as gone) and the OS sandboxes running
+  under a process.
 - ``scale_fsdp_worker``: one policy update, single-process or as an FSDP2 rank; run as
   a script under torchrun, and called by the Ray tests.
 - ``secret_env``: a minimal "say the secret word" task that pins the base

@@ -28,6 +28,7 @@ from agentgym_eppo.environments.os.env import OSEnv
 from agentgym_eppo.environments.os.evaluation import judge
 from agentgym_eppo.environments.os.sandbox import SandboxError
 from agentgym_eppo.environments.os.tasks import OSTask, load_tasks
+from support.os_calls import answer, bash
 
 KILL_EVERY_PROCESS = r"""
 keep=" 1 "; p=$$
@@ -80,14 +81,6 @@ RANDOM_COMMANDS = (
 )
 """Valid commands an agent may run before handing over to the expert (no changes to the
 task's own files)."""
-
-
-def bash(script: str) -> dict[str, Any]:
-    return {"name": "bash_action", "arguments": {"script": script}}
-
-
-def answer(text: str) -> dict[str, Any]:
-    return {"name": "answer_action", "arguments": {"answer": text}}
 
 
 def judged_by_example_or_match(task: OSTask) -> bool:

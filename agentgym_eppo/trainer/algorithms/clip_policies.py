@@ -173,21 +173,12 @@ def make_clip_policy(name: str, params: Any = None) -> ClipPolicy:
     return policy.from_params(policy.Params() if params is None else params)
 
 
-@register_clip_policy("fixed")
-class FixedClip(ClipPolicy):
-    """PPO/GRPO's symmetric range ``[1 - eps_low, 1 + eps_high]`` (eq. 3; 0.2 each)."""
+class ConstantClip(ClipPolicy):
+    """One range ``[1 - eps_low, 1 + eps_high]`` for every token of every step; the
+    ``fixed`` and ``dapo`` policies are two settings of it (their ``Params`` and
+    defaults differ). Not registered itself."""
 
-    @dataclass
-    class Params:
-        eps: float = _help("Clip range of the fixed policy (paper: 0.2).", d.CLIP_EPS)
-
-    config_prefix = ""
-
-    @classmethod
-    def from_params(cls, params: Any) -> ClipPolicy:
-        return cls(params.eps, params.eps)
-
-    def __init__(self, eps_low: float = d.CLIP_EPS, eps_high: float = d.CLIP_EPS) -> None:
+    def __init__(self, eps_low: float, eps_high: float) -> None:
         if not 0 < eps_low < 1 or eps_high <= 0:
             raise ValueError(f"need 0 < eps_low < 1 and eps_high > 0, got {eps_low}, {eps_high}")
         self.eps_low = eps_low
@@ -201,6 +192,25 @@ class FixedClip(ClipPolicy):
     def bounds(self, batch: ClipTokens) -> tuple[torch.Tensor, torch.Tensor]:
         lower = torch.full_like(batch.ratio, 1 - self.eps_low)
         return lower, torch.full_like(batch.ratio, 1 + self.eps_high)
+
+
+@register_clip_policy("fixed")
+class FixedClip(ConstantClip):
+    """PPO/GRPO's symmetric range ``[1 - eps, 1 + eps]`` (eq. 3; 0.2), one ``eps`` in the
+    config; built directly, ``eps_low`` and ``eps_high`` may differ."""
+
+    @dataclass
+    class Params:
+        eps: float = _help("Clip range of the fixed policy (paper: 0.2).", d.CLIP_EPS)
+
+    config_prefix = ""
+
+    @classmethod
+    def from_params(cls, params: Any) -> ClipPolicy:
+        return cls(params.eps, params.eps)
+
+    def __init__(self, eps_low: float = d.CLIP_EPS, eps_high: float = d.CLIP_EPS) -> None:
+        super().__init__(eps_low, eps_high)
 
 
 @register_clip_policy("eppo")
@@ -275,7 +285,7 @@ class EPPOClip(ClipPolicy):
 
 
 @register_clip_policy("dapo")
-class DAPOClip(FixedClip):
+class DAPOClip(ConstantClip):
     """DAPO's clip-higher (Yu et al., 2025, arXiv 2503.14476): ``[1 - 0.2, 1 + 0.28]``.
 
     The decoupled, larger upper bound lets low-probability tokens grow, against
@@ -288,10 +298,6 @@ class DAPOClip(FixedClip):
         eps_high: float = _help("DAPO upper range (arXiv 2503.14476: 0.28).", d.DAPO_EPS_HIGH)
 
     config_prefix = "dapo_"
-
-    @classmethod
-    def from_params(cls, params: Any) -> ClipPolicy:
-        return cls(params.eps_low, params.eps_high)
 
     def __init__(self, eps_low: float = d.DAPO_EPS_LOW, eps_high: float = d.DAPO_EPS_HIGH) -> None:
         super().__init__(eps_low, eps_high)
