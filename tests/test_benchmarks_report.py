@@ -1,14 +1,17 @@
 """A benchmark rewrites its report without losing what was written into it by hand
 (``benchmarks/report.py``): the generated part is replaced, the part after the kept marker
-survives, and every ``bench_<name>.py`` writes through it. No benchmark is run."""
+survives, every ``bench_<name>.py`` writes through it, and the committed reports are laid
+out as a rewrite leaves them. No benchmark is run."""
 
 from __future__ import annotations
 
 import ast
+import shutil
 from pathlib import Path
 
 import pytest
 
+from benchmarks import bench_reliability
 from benchmarks.report import KEPT_MARKER, report_text, write_generated
 
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
@@ -52,3 +55,29 @@ def _calls(path: Path) -> set[str]:
 @pytest.mark.parametrize("path", sorted(BENCHMARKS.glob("bench_*.py")), ids=lambda p: p.stem)
 def test_every_benchmark_writes_its_report_through_the_helper(path: Path) -> None:
     assert "write_generated" in _calls(path)
+
+
+KEPT = sorted(
+    p for p in RESULTS.rglob("*.md") if KEPT_MARKER in p.read_text(encoding="utf-8").splitlines()
+)
+"""The committed reports with a hand-written part."""
+
+
+@pytest.mark.parametrize("path", KEPT, ids=lambda p: str(p.relative_to(RESULTS)))
+def test_committed_reports_are_laid_out_as_a_rewrite_leaves_them(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    generated = text.partition(f"\n{KEPT_MARKER}\n")[0]
+    assert report_text(generated, text) == text
+
+
+def test_the_reliability_figures_are_what_their_committed_runs_render(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``figures.md`` holds nothing the benchmark would drop: rendered again from the
+    committed ``fuzz.json`` and ``soak.json``, it comes out byte for byte."""
+    committed = bench_reliability.REPORT.read_text(encoding="utf-8")
+    copy = tmp_path / "figures.md"
+    shutil.copy(bench_reliability.REPORT, copy)
+    monkeypatch.setattr(bench_reliability, "REPORT", copy)
+    bench_reliability.write_report()
+    assert copy.read_text(encoding="utf-8") == committed
