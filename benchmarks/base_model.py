@@ -51,6 +51,7 @@ from agentgym_eppo.trainer.run import evaluated_tasks
 from agentgym_eppo.trainer.training.models import load_policy
 
 from .machine import cpu_model, matmul_peak
+from .report import write_generated
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -114,7 +115,7 @@ def paired_comparison(before: str, after: str, split: str, out: Path | None = No
         out.mkdir(parents=True, exist_ok=True)
         for name, result in zip(("before", "after"), results, strict=True):
             (out / f"eval_{split}_{name}.json").write_text(json.dumps(result, indent=1))
-        (out / f"paired_{split}.md").write_text(text + "\n", encoding="utf-8")
+        write_generated(out / f"paired_{split}.md", text)
     return text
 
 
@@ -417,7 +418,7 @@ def write_report(
     if agentbench:
         lines += ["## AgentBench's own dev files", "", *agentbench_table(agentbench), ""]
     report = folder / "report.md"
-    report.write_text("\n".join(lines), encoding="utf-8")
+    write_generated(report, "\n".join(lines))
     evals = {k: measured[k] for k in ("final", "curve", "copying", "agentbench")}
     (folder / "evals.json").write_text(json.dumps(evals, indent=1), encoding="utf-8")
     return report

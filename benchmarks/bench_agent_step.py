@@ -76,6 +76,7 @@ from agentgym_eppo.trainer.training.update import PolicyUpdater
 from agentgym_eppo.wrappers.session import EpisodeSession
 from benchmarks import isolated
 from benchmarks.machine import matmul_peak
+from benchmarks.report import write_generated
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -589,7 +590,7 @@ def main(
     }
     lines = report(results)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{NAME}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_generated(out_dir / f"{NAME}.md", "\n".join(lines))
     (out_dir / f"{NAME}.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return results

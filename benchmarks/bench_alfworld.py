@@ -29,6 +29,7 @@ import psutil
 from agentgym_eppo.environments.alfworld.env import ALFWorldEnv
 from agentgym_eppo.environments.alfworld.games import game_data
 from agentgym_eppo.environments.alfworld.tasks import load_task_set
+from benchmarks.report import write_generated
 
 RESULTS = Path(__file__).resolve().parent / "results" / "alfworld.md"
 GAMES = 6
@@ -217,8 +218,7 @@ def main() -> None:
         "| RSS (MiB) | " + " | ".join(f"{m:.0f}" for _, m in stock_rss) + " |",
         "",
     ]
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text("\n".join(lines), encoding="utf-8")
+    write_generated(RESULTS, "\n".join(lines))
     print("\n".join(lines))
 
 

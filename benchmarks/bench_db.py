@@ -34,6 +34,7 @@ from agentgym_eppo.environments.db import DBEnv, DBTaskRecord, load_db_tasks
 from agentgym_eppo.environments.db.evaluation import answers_match, expected_md5
 from agentgym_eppo.environments.db.expert import answers_from_rows
 from benchmarks.machine import cpu_model
+from benchmarks.report import write_generated
 
 MARIADB_URL = os.environ.get("AGENTGYM_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
 POSTGRES_URL = os.environ.get(
@@ -179,8 +180,7 @@ def main() -> None:
         "`AGENTGYM_POSTGRES_URL`).",
         "",
     ]
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text("\n".join(lines))
+    write_generated(RESULTS, "\n".join(lines))
     print(f"wrote {RESULTS}")
 
 

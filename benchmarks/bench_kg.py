@@ -34,6 +34,7 @@ from agentgym_eppo.environments.kg.server import (
 )
 from agentgym_eppo.environments.kg.store import OxigraphStore, RdflibStore
 from agentgym_eppo.environments.kg.tasks import shipped_graph_path
+from benchmarks.report import write_generated
 
 RESULTS = Path(__file__).resolve().parent / "results" / "kg.md"
 RDFLIB_QUESTIONS = 40
@@ -88,8 +89,7 @@ def main() -> None:
         with serve() as url:
             latencies[name] = _tool_latencies(KGEnv(split="dev", sparql_endpoint=url), 200)
         questions[name] = 200
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(_report(triples, load, latencies, questions))
+    write_generated(RESULTS, _report(triples, load, latencies, questions))
     print(RESULTS.read_text())
 
 

@@ -43,6 +43,7 @@ from benchmarks.bench_trainer import (
     size_facts,
 )
 from benchmarks.machine import best_matmul_seconds, cpu_model, matmul_peak
+from benchmarks.report import write_generated
 
 SIZES = ("10M", "50M")  # the sizes the issue sets its goal at
 DTYPE = torch.bfloat16 if BF16 else torch.float32
@@ -95,8 +96,7 @@ def main() -> None:
             rows.append((size, length, tokens, ceiling, ours["update"], achieved))
     load_after = os.getloadavg()
     lines = report(peak, rows, load_before, load_after)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_generated(RESULTS, "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from agentgym_eppo.environments.os.env import OSEnv
 from agentgym_eppo.environments.os.sandbox import SandboxError
 from agentgym_eppo.environments.os.sandbox_bwrap import BwrapSandbox, bwrap_available
+from benchmarks.report import write_generated
 
 RESULTS = Path(__file__).resolve().parent / "results" / "os.md"
 IMAGE = "local-os/default"
@@ -184,8 +185,7 @@ def main() -> None:
             "",
         ]
     lines += [f"- {note}" for note in notes]
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text("\n".join(lines).rstrip() + "\n")
+    write_generated(RESULTS, "\n".join(lines).rstrip())
     print("\n".join(lines))
 
 

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report import write_generated
+
 HERE = Path(__file__).resolve().parent
 FOLDER = HERE / "results" / "reliability"
 REPORT = FOLDER / "figures.md"
@@ -257,7 +259,7 @@ def write_report() -> None:
         lines += _soak_section(json.loads(SOAK_JSON.read_text()))
     else:
         lines += ["## Soak", "", "Not run yet.", ""]
-    REPORT.write_text("\n".join(lines))
+    write_generated(REPORT, "\n".join(lines))
 
 
 def main(parts: list[str] | None = None) -> None:

@@ -41,6 +41,7 @@ from agentgym_eppo.trainer.rollout.hf import HFGenerateEngine
 from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer
 from agentgym_eppo.vector import MultiTaskVectorEnv
 from benchmarks.machine import cpu_model
+from benchmarks.report import write_generated
 
 from .instant_env import IDS as INSTANT_IDS
 from .instant_env import NOOP_TEXT
@@ -297,7 +298,7 @@ def main() -> None:
         "`benchmarks/gpu_check.py` measures those on a GPU machine and has not been run.",
         "",
     ])  # fmt: skip
-    RESULTS.write_text(text, encoding="utf-8")
+    write_generated(RESULTS, text)
     print(text)
 
 

@@ -45,6 +45,7 @@ import agentgym_eppo  # noqa: F401
 from agentgym_eppo.serving.process import ServerProcess
 from benchmarks.holdings import Holdings, count_holdings, episode_databases, private_environment
 from benchmarks.machine import cpu_model
+from benchmarks.report import write_generated
 from benchmarks.soak import ALL_TASKS, MARIADB_URL, SoakPolicy
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serving.md"
@@ -304,8 +305,8 @@ def write_results(soaks: list[TaskSoak], speeds: list[Speed], wall_s: float, loa
         "",
         f"- CPU: {model}, {psutil.cpu_count()} logical cores; flags of note: {flags}",
         f"- Python {platform.python_version()}, {platform.system()} {platform.release()}",
-        f"- Machine load (1-min average) at start {loads[0]:.1f}, at end {loads[1]:.1f}: other agents "
-        "were running builds and tests on the same cores throughout, so every time below is "
+        f"- Machine load (1-min average) at start {loads[0]:.1f}, at end {loads[1]:.1f}: other jobs "
+        "(builds and tests) ran on the same cores throughout, so every time below is "
         "inflated by contention and varies from run to run.",
         f"- Wall time of the whole benchmark: {wall_s / 60:.1f} min.",
         "",
@@ -393,7 +394,7 @@ def main() -> None:
     for s in speeds:
         print(s.row())
     text = write_results(soaks, speeds, time.monotonic() - start, (load_start, os.getloadavg()[0]))
-    RESULTS.write_text(text)
+    write_generated(RESULTS, text)
     print(text)
 
 

@@ -55,6 +55,7 @@ from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokeni
 from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings
 from benchmarks import isolated
 from benchmarks.machine import cpu_model, matmul_peak
+from benchmarks.report import write_generated
 
 THREADS = 2
 PRECISION = os.environ.get("BENCH_PRECISION", "auto")
@@ -441,8 +442,7 @@ def main() -> None:
     load_after = os.getloadavg()
     lines = report(peaks, bandwidth, prompt, rows, multi, long, rss, load_before, load_after)
     lines += profile_report(profiled)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_generated(RESULTS, "\n".join(lines))
     print("\n".join(lines))
 
 

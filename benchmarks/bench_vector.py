@@ -41,6 +41,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from agentgym_eppo.registration import ENVIRONMENTS, TASK_IDS
 from agentgym_eppo.vector import EXPERT_ACTION, MultiTaskVectorEnv
 from benchmarks.machine import cpu_model
+from benchmarks.report import write_generated
 
 from .instant_env import IDS as INSTANT_IDS
 from .instant_env import NOOP_TEXT
@@ -249,6 +250,5 @@ def main() -> None:
         "end: other work shared the cores, so single figures are noisy.",
         "",
     ]
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text("\n".join(header + sections))
+    write_generated(RESULTS, "\n".join(header + sections))
     print(f"wrote {RESULTS}")

@@ -52,6 +52,7 @@ from agentgym_eppo.environments.webshop.search import (
 )
 from agentgym_eppo.environments.webshop.tasks import load_goal_set
 from benchmarks.machine import cpu_model
+from benchmarks.report import write_generated
 
 RESULTS = Path(__file__).resolve().parent / "results" / "webshop.md"
 LARGE = 50_000
@@ -464,8 +465,7 @@ def write_report(
         ]
         for expected, ours, theirs in nouns["webshop_cases"]:
             lines.append(f"| {expected} | {ours:.3f} | {theirs:.3f} |")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text("\n".join(lines) + "\n")
+    write_generated(RESULTS, "\n".join(lines))
     print(RESULTS.read_text())
 
 

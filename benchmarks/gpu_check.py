@@ -269,6 +269,8 @@ def fsdp_step(path: str, out: str, episodes_count: int = 64, length: int = 2048)
 
 
 def main() -> None:
+    from benchmarks.report import write_generated
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=16)
@@ -314,7 +316,7 @@ def main() -> None:
     lines = ["# GPU check (benchmarks/gpu_check.py)", "", "| measure | value |", "|---|---|"]
     lines += [f"| {key} | {value:.4g} |" if isinstance(value, float) else f"| {key} | {value} |"
               for key, value in report.items()]  # fmt: skip
-    args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_generated(args.out, "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -7,7 +7,8 @@ The other modules here are not timing benchmarks, and each names its own command
 ``base_model`` (a model scored with the evaluation protocol, and paired comparisons),
 ``real_model`` (the named real LLM's measurements), ``clip_pilot`` (the clip-binding
 pilot's table), ``gpu_check`` (the one-script GPU check); ``fuzz_tools``, ``soak``,
-``instant_env`` and ``machine`` are what the benchmarks share.
+``instant_env``, ``machine`` and ``report`` (writing a report without losing its
+hand-written part) are what the benchmarks share.
 """
 
 from __future__ import annotations
