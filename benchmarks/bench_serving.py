@@ -305,9 +305,13 @@ def write_results(soaks: list[TaskSoak], speeds: list[Speed], wall_s: float, loa
         "",
         f"- CPU: {model}, {psutil.cpu_count()} logical cores; flags of note: {flags}",
         f"- Python {platform.python_version()}, {platform.system()} {platform.release()}",
-        f"- Machine load (1-min average) at start {loads[0]:.1f}, at end {loads[1]:.1f}: other jobs "
-        "(builds and tests) ran on the same cores throughout, so every time below is "
-        "inflated by contention and varies from run to run.",
+        f"- Machine load (1-min average) at start {loads[0]:.1f}, at end {loads[1]:.1f}"
+        + (
+            ": other jobs ran on the same cores, so every time below is inflated by "
+            "contention and varies from run to run."
+            if max(loads) > psutil.cpu_count()
+            else "."
+        ),
         f"- Wall time of the whole benchmark: {wall_s / 60:.1f} min.",
         "",
         "## Soak",
