@@ -1,0 +1,158 @@
+"""One change at a time from one SFT checkpoint: what each RL variant did.
+
+    python -m benchmarks.rl_diagnosis runs/why-rl-hurt --base all \\
+        --out benchmarks/results/real-model/why-rl-hurt
+
+A study is a folder of runs. The base run trained the SFT checkpoint and evaluated it
+(``eval_after_sft.json``) before its own RL; every other run started RL from that
+checkpoint (``init_checkpoint``) with one setting changed, and evaluated after RL on the
+same instances (``eval.instance_seed``). For each run the table gives dev success per
+task after RL, the paired test against the SFT checkpoint's evaluation (exact sign test
+per task, permutation test of the mean over tasks, both one-sided: did RL help?), and
+over its RL steps the mean per-token KL to the reference, the policy's entropy and the
+share of loss tokens the clip bound. It prints the table (Markdown); ``--out`` writes
+it with the numbers behind it (``<out>/diagnosis.md``, ``<out>/diagnosis.json``) and a
+copy of each run's config, metrics and evaluations (``<out>/<run>/``).
+
+>>> _flat({"rl": {"lr": 1e-05, "steps": 6}, "seed": 0})
+{'rl.lr': 1e-05, 'rl.steps': 6, 'seed': 0}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentgym_eppo.trainer.analysis.paired_eval import compare_evals
+
+# what every variant sets to start from the base's checkpoint, not a change of recipe
+PLUMBING = {"output_dir", "init_checkpoint", "sft.enabled", "eval.stages", "resume"}
+RUN_FILES = ("config.yaml", "metrics.jsonl", "eval_after_sft.json", "eval_after_rl.json")
+
+
+def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _change(base: dict[str, Any], run: dict[str, Any]) -> str:
+    keys = sorted(k for k in set(base) | set(run) if base.get(k) != run.get(k))
+    changed = [f"{k}={run.get(k)}" for k in keys if k not in PLUMBING]
+    return ", ".join(changed) or "none (the reproduction)"
+
+
+def _training_means(metrics: Path) -> dict[str, float]:
+    """Means over the run's RL steps: KL (per token), entropy and clipped share (token
+    weighted over tasks), the share of groups whose rewards differed (the only ones with
+    a GRPO advantage) and the success of its training rollouts."""
+    kl, entropy, clipped, success, mixed = [], [], [], [], []
+    for line in metrics.read_text().splitlines():
+        step = json.loads(line)
+        tasks = step["tasks"].values()
+        tokens = sum(t["tokens"] for t in tasks) or 1
+        kl.append(step["global"]["kl"])
+        success.append(step["global"]["success"])
+        entropy.append(sum(t["entropy"] * t["tokens"] for t in tasks) / tokens)
+        clipped.append(sum(t["clipped_share"] * t["tokens"] for t in tasks) / tokens)
+        mixed.append(sum(t["mixed_groups"] for t in tasks) / len(tasks))
+    steps = len(kl) or 1
+    return {
+        "steps": len(kl),
+        "kl": sum(kl) / steps,
+        "kl_last": kl[-1] if kl else 0.0,
+        "entropy": sum(entropy) / steps,
+        "clipped_share": sum(clipped) / steps,
+        "mixed_groups": sum(mixed) / steps,
+        "train_success": sum(success) / steps,
+    }
+
+
+def diagnose(study: Path, base: str) -> dict[str, Any]:
+    sft_eval = json.loads((study / base / "eval_after_sft.json").read_text())
+    base_config = _flat(yaml.safe_load((study / base / "config.yaml").read_text()))
+    variants = [p.name for p in study.iterdir() if (p / "eval_after_rl.json").exists()]
+    runs = [base, *sorted(name for name in variants if name != base)]
+    rows = []
+    for name in runs:
+        folder = study / name
+        after = json.loads((folder / "eval_after_rl.json").read_text())
+        comparison = compare_evals(sft_eval, after)
+        config = _flat(yaml.safe_load((folder / "config.yaml").read_text()))
+        rows.append(
+            {
+                "run": name,
+                "change": _change(base_config, config),
+                "success": {t: c.after for t, c in comparison.tasks.items()},
+                "mean": comparison.mean_after,
+                "difference": comparison.test.difference.mean,
+                "interval": [comparison.test.difference.low, comparison.test.difference.high],
+                "p_greater": comparison.test.p_value,
+                "p_by_task": {t: c.test.p_value for t, c in comparison.tasks.items()},
+                **_training_means(folder / "metrics.jsonl"),
+            }
+        )
+    sft = compare_evals(sft_eval, sft_eval)
+    return {
+        "sft": {"success": {t: c.before for t, c in sft.tasks.items()}, "mean": sft.mean_before},
+        "instances": {t: c.instances for t, c in sft.tasks.items()},
+        "runs": rows,
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    tasks = sorted(result["sft"]["success"])
+    head = "| run | change | " + " | ".join(tasks) + " | mean | gain [95% CI] | p (gain > 0) "
+    head += "| KL | entropy | clipped | mixed groups | train success |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    sft = result["sft"]
+    lines.append(
+        "| SFT checkpoint | | "
+        + " | ".join(f"{sft['success'][t]:.2f}" for t in tasks)
+        + f" | {sft['mean']:.3f} | | | | | | | |"
+    )
+    for row in result["runs"]:
+        low, high = row["interval"]
+        lines.append(
+            f"| {row['run']} | {row['change']} | "
+            + " | ".join(f"{row['success'][t]:.2f}" for t in tasks)
+            + f" | {row['mean']:.3f} | {row['difference']:+.3f} [{low:+.3f}, {high:+.3f}] "
+            f"| {row['p_greater']:.3g} | {row['kl']:.4f} | {row['entropy']:.3f} "
+            f"| {100 * row['clipped_share']:.2f}% | {row['mixed_groups']:.2f} "
+            f"| {row['train_success']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("study", type=Path, help="the folder holding the study's runs")
+    parser.add_argument("--base", required=True, help="the run that trained the SFT checkpoint")
+    parser.add_argument("--out", type=Path, help="a folder for the table, its numbers and the runs")
+    args = parser.parse_args()
+    result = diagnose(args.study, args.base)
+    table = render(result)
+    print(table)
+    if args.out:
+        for row in result["runs"]:
+            target = args.out / row["run"]
+            target.mkdir(parents=True, exist_ok=True)
+            for name in RUN_FILES:
+                if (args.study / row["run"] / name).exists():
+                    shutil.copyfile(args.study / row["run"] / name, target / name)
+        (args.out / "diagnosis.json").write_text(json.dumps(result, indent=1) + "\n")
+        (args.out / "diagnosis.md").write_text(table)
+
+
+if __name__ == "__main__":
+    main()
