@@ -172,7 +172,7 @@ def test_a_named_start_is_evaluated_once_and_the_report_rebuilds_from_the_export
     run_compare(path)
     config = load_compare_config(path)
     start = tmp_path / "results" / "start"
-    assert sorted(p.name for p in start.glob("eval_*.json")) == ["eval_before_sft.json"]
+    assert sorted(p.name for p in start.glob("eval_*.json")) == ["eval_base.json"]
     exported = config.exported_slot("eppo", 0)
     assert sorted(p.name for p in exported.iterdir()) == [
         "config.yaml",
@@ -185,7 +185,7 @@ def test_a_named_start_is_evaluated_once_and_the_report_rebuilds_from_the_export
     assert json.loads((exported / "machine.jsonl").read_text())["kernels"] == (
         torch.backends.cpu.get_cpu_capability()
     )
-    confirmed = json.loads((exported / "confirm-test" / "eval_before_sft.json").read_text())
+    confirmed = json.loads((exported / "confirm-test" / "eval_base.json").read_text())
     assert confirmed["split"] == "test"
     evaluated = yaml.safe_load((exported / "confirm-test" / "config.yaml").read_text())
     final = config.run_slot("eppo", 0) / "checkpoints" / "step_2"

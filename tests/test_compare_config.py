@@ -235,7 +235,7 @@ def test_the_report_reads_the_confirmations_exported_and_says_why_a_run_has_none
     write_episodes(
         confirmed_dir(config, "eppo", 0),
         {"os": [[True], [False]], "db": [[False], [False]]},
-        stage="before_sft",
+        stage="base",
         split="test",
     )
     here = write_run(config.run_slot("grpo_tan", 1))

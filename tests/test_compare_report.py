@@ -286,7 +286,7 @@ def confirmed(root: Path, method: str, seed: int, solved: dict[str, int]) -> See
     folder = write_episodes(
         root / f"{method}/seed{seed}/confirm-test",
         outcomes,
-        stage="before_sft",
+        stage="base",
         split="test",
     )
     return collect_confirmation(seed, folder, "test")
@@ -400,10 +400,10 @@ def test_a_comparison_without_a_confirmation_split_has_no_such_section(
 
 
 def test_a_confirmation_on_another_split_is_refused(tmp_path: Path) -> None:
-    folder = write_episodes(tmp_path, {"os": [[True]]}, stage="before_sft", split="dev")
+    folder = write_episodes(tmp_path, {"os": [[True]]}, stage="base", split="dev")
     with pytest.raises(ValueError, match=r"evaluated on 'dev', not the 'test' split"):
         collect_confirmation(0, folder, "test")
-    with pytest.raises(FileNotFoundError, match=r"no eval_before_sft\.json"):
+    with pytest.raises(FileNotFoundError, match=r"no eval_base\.json"):
         collect_confirmation(0, tmp_path / "empty", "test")
 
 

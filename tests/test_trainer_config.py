@@ -68,6 +68,10 @@ SOURCE = re.compile(
             lambda: EvalConfig(tasks=["webshopp"]),
             r"^eval.tasks: unknown task 'webshopp' \(did you mean 'webshop'\?\)",
         ),
+        (
+            lambda: EvalConfig(stages=["before_sft", "after_rl"]),
+            r"^eval.stages: 'before_sft' is now called 'base'$",
+        ),
         (lambda: RLConfig(steps=-1), r"^rl.steps must be >= 0"),
         (
             lambda: TrainConfig(tasks={"alfwrld": 8}),

@@ -71,7 +71,7 @@ def _config(run_dir, tasks_file):  # type: ignore[no-untyped-def]
             },
             "eval": {
                 "split": "train",
-                "stages": ["before_sft", "after_rl"],
+                "stages": ["base", "after_rl"],
                 "samples_per_instance": 8,
                 "slots_per_task": len(PRACTISED),
                 "temperature": 0.7,
@@ -89,7 +89,7 @@ def test_rl_raises_success_on_the_instances_it_practises(tmp_path):
 
     run = run_training(_config(tmp_path / "run", tasks_file))
 
-    before = json.loads((run / "eval_before_sft.json").read_text())
+    before = json.loads((run / "eval_base.json").read_text())
     after = json.loads((run / "eval_after_rl.json").read_text())
     for result in (before, after):
         assert {e["sample_id"] for e in result["episodes"]} == set(PRACTISED)

@@ -12,7 +12,7 @@ import pytest
 from support.handmade_runs import DB_ENTROPY, OS_ENTROPY, write_run
 
 from agentgym_eppo.trainer.analysis.report import diagnose_run
-from agentgym_eppo.trainer.analysis.run_dir import read_evals, read_metrics
+from agentgym_eppo.trainer.analysis.run_dir import eval_path, read_evals, read_metrics
 
 
 def test_diagnose_run_writes_summary_json_with_the_known_diagnostics(tmp_path: Path) -> None:
@@ -34,7 +34,7 @@ def test_diagnose_run_writes_summary_json_with_the_known_diagnostics(tmp_path: P
     assert diagnostics["trend_r2"] == pytest.approx(sum(expected_r2.values()) / 2)
     assert summary["eval_success"]["after_rl"] == {"os": 0.5, "db": 0.25}
     assert summary["eval_mean_success"] == {
-        "before_sft": 0.0,
+        "base": 0.0,
         "after_sft": 0.1875,
         "after_rl": 0.375,
     }
@@ -144,10 +144,24 @@ def test_a_run_before_its_first_rl_step_reports_its_evals_only(tmp_path: Path) -
 
 def test_eval_reports_come_in_training_order(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
-    assert list(read_evals(run)) == ["before_sft", "after_sft", "after_rl"]
+    assert list(read_evals(run)) == ["base", "after_sft", "after_rl"]
     (run / "eval_after_rl.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match=r"eval_after_rl\.json: expected an object with a 'tasks'"):
         read_evals(run)
+
+
+def test_a_run_written_before_the_rename_has_its_eval_before_sft_read_as_base(
+    tmp_path: Path,
+) -> None:
+    run = write_run(tmp_path / "run")
+    old = run / "eval_before_sft.json"
+    base = json.loads((run / "eval_base.json").read_text())
+    old.write_text(json.dumps({**base, "stage": "before_sft"}))
+    (run / "eval_base.json").unlink()
+    assert eval_path(run, "base") == old
+    evals = read_evals(run)
+    assert list(evals) == ["base", "after_sft", "after_rl"]
+    assert evals["base"]["tasks"] == base["tasks"]
 
 
 def test_an_sft_only_run_without_metrics_gets_its_eval_table(tmp_path: Path) -> None:

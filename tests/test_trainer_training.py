@@ -466,7 +466,7 @@ def test_a_run_killed_after_a_step_resumes_to_the_same_next_step(tmp_path, sampl
     starts = [json.loads(line) for line in (resumed / "machine.jsonl").read_text().splitlines()]
     assert [start["resumed_after_step"] for start in starts] == [None, 1]
     assert {start["kernels"] for start in starts} == {torch.backends.cpu.get_cpu_capability()}
-    for stage in ("before_sft", "after_sft", "after_rl"):
+    for stage in ("base", "after_sft", "after_rl"):
         result = json.loads((straight / f"eval_{stage}.json").read_text())
         assert result["split"] == "dev" and set(result["tasks"]) == {"echo", "lookup"}
         assert result["tasks"]["echo"]["n"] == 3
@@ -732,7 +732,7 @@ def test_the_evaluation_does_not_depend_on_the_training_slots(tmp_path, tokenize
                 f"model.path={policy}",
                 "sft.enabled=false",
                 "rl.steps=0",
-                "eval.stages=[before_sft]",
+                "eval.stages=[base]",
                 "eval.slots_per_task=3",
             )
         )
@@ -755,13 +755,13 @@ def test_two_training_seeds_evaluate_the_same_instance_ids(tmp_path, tokenizer):
                 f"model.path={policy}",
                 "sft.enabled=false",
                 "rl.steps=0",
-                "eval.stages=[before_sft]",
+                "eval.stages=[base]",
                 "eval.split=train",  # 8 instances, 3 drawn
                 "eval.max_instances_per_task=3",
                 *overrides,
             )
         )
-        result = json.loads((tmp_path / run / "eval_before_sft.json").read_text())
+        result = json.loads((tmp_path / run / "eval_base.json").read_text())
         return [(e["task_id"], e["sample_id"]) for e in result["episodes"]]
 
     first, second = played("seed0", "seed=0"), played("seed1", "seed=1")
@@ -785,7 +785,7 @@ def test_the_run_summary_prints_dev_success_and_reward_per_stage(tmp_path):
     print_summary(console, tmp_path, seed=7)
     text = console.export_text()
     assert "dev success per task (seed 7)" in text and "dev reward per task (seed 7)" in text
-    assert "-0.100" in text and "0.250" in text and "before_sft" not in text
+    assert "-0.100" in text and "0.250" in text and "base" not in text
 
 
 def test_the_run_summary_names_the_split_it_was_played_on(tmp_path):
@@ -881,15 +881,15 @@ def test_a_run_with_sft_and_rl_pairs_rl_against_the_sft_policy(tmp_path):
             "episodes": episodes,
         }
 
-    stages = {"before_sft": [0, 0, 0, 0], "after_sft": [1, 1, 0, 0], "after_rl": [1, 1, 1, 0]}
+    stages = {"base": [0, 0, 0, 0], "after_sft": [1, 1, 0, 0], "after_rl": [1, 1, 1, 0]}
     for stage, successes in stages.items():
         (tmp_path / f"eval_{stage}.json").write_text(json.dumps(result(successes)))
     print_summary(Console(record=True, width=100), tmp_path, seed=0)
     text = (tmp_path / "paired_eval.md").read_text()
     headings = [line for line in text.splitlines() if line.startswith("# ")]
     assert [h.split(",")[0] for h in headings] == [
-        "# after_rl against before_sft",
-        "# after_sft against before_sft",
+        "# after_rl against base",
+        "# after_sft against base",
         "# after_rl against after_sft",
     ]
     last = text[text.index("# after_rl against after_sft") :]

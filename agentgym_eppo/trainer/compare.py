@@ -61,13 +61,14 @@ import yaml
 from agentgym_eppo.core.processes import pid_alive
 from agentgym_eppo.core.tasks import SPLITS
 from agentgym_eppo.trainer.analysis.compare_collect import (
+    CONFIRM_STAGE,
     Confirmation,
     SeedResult,
     collect_confirmation,
     collect_seed,
 )
 from agentgym_eppo.trainer.analysis.compare_report import write_compare_report
-from agentgym_eppo.trainer.analysis.run_dir import eval_success, read_evals
+from agentgym_eppo.trainer.analysis.run_dir import eval_path, eval_success, read_evals
 from agentgym_eppo.trainer.training.checkpoint import latest_checkpoint
 
 FINISHED = "finished.json"
@@ -368,11 +369,11 @@ def ensure_start_evaluated(config: CompareConfig, checkpoint: Path) -> None:
 def _evaluate_once(
     config: CompareConfig, checkpoint: Path, slot: Path, export_to: Path, split: str | None = None
 ) -> None:
-    """The protocol's evaluation of ``checkpoint`` (``before_sft`` of a run that loads it
+    """The protocol's evaluation of ``checkpoint`` (``base`` of a run that loads it
     and stops before RL, so every setting of the comparison applies), once: into ``slot``,
     its files copied to ``export_to``; ``split`` in place of the protocol's own. Done
     already when ``slot`` is marked finished or ``export_to`` holds the evaluation."""
-    if (slot / FINISHED).is_file() or (export_to / "eval_before_sft.json").is_file():
+    if (slot / FINISHED).is_file() or eval_path(export_to, CONFIRM_STAGE).is_file():
         return
     _clear(slot)
     print(f"[compare] evaluating {checkpoint} into {slot}", flush=True)
@@ -383,7 +384,7 @@ def _evaluate_once(
         "model.path": str(checkpoint),
         "sft.enabled": False,
         "rl.steps": 0,
-        "eval.stages": ["before_sft"],
+        "eval.stages": [CONFIRM_STAGE],
         **({"eval.split": split} if split else {}),
     }
     run_dir = _train(config.base_config, overrides)
@@ -427,7 +428,7 @@ def confirm_headline(config: CompareConfig) -> list[tuple[str, int]]:
     for method, seed in planned_runs(config):
         if method not in config.headline or config.confirm_split is None:
             continue
-        if (confirmed_dir(config, method, seed) / "eval_before_sft.json").is_file():
+        if eval_path(confirmed_dir(config, method, seed), CONFIRM_STAGE).is_file():
             continue
         if not (config.run_slot(method, seed) / FINISHED).is_file():
             left.append((method, seed))
@@ -506,8 +507,8 @@ def _lock(output_dir: Path, name: str = LOCK) -> Iterator[None]:
 def _start_success(config: CompareConfig) -> dict[str, float] | None:
     """Dev success of the shared start: its exported evaluation, or the SFT run made here."""
     start = config.report_dir / START
-    if (start / "eval_before_sft.json").is_file():
-        return eval_success(read_evals(start)["before_sft"])
+    if eval_path(start, CONFIRM_STAGE).is_file():
+        return eval_success(read_evals(start)[CONFIRM_STAGE])
     marker = config.sft_slot / FINISHED
     if not marker.is_file():
         return None
@@ -536,7 +537,7 @@ def collect_confirmations(config: CompareConfig) -> Confirmation | None:
         if method not in config.headline:
             continue
         found = confirmed_dir(config, method, seed)
-        if (found / "eval_before_sft.json").is_file():
+        if eval_path(found, CONFIRM_STAGE).is_file():
             results[method].append(collect_confirmation(seed, found, config.confirm_split))
         else:
             missing[method][seed] = _why_unconfirmed(config, method, seed)

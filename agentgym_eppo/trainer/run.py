@@ -4,7 +4,7 @@ Stages, each skipped when the config says so or a resume already passed it:
 
 1. the policy: a saved checkpoint (``init_checkpoint``, ``model.path``), or a tiny
    Qwen2 plus a BPE tokenizer trained on the expert trajectories' text;
-2. ``eval_before_sft.json``; SFT on expert trajectories (``checkpoints/sft``);
+2. ``eval_base.json`` (the policy before any training); SFT on expert trajectories (``checkpoints/sft``);
    ``eval_after_sft.json``;
 3. RL: per step, every slot of the ``MultiTaskVectorEnv`` plays one episode (G slots
    per task instance), then one :class:`~.update.PolicyUpdater` step; metrics to
@@ -480,7 +480,7 @@ def run_training(
     else:
         trainer.build_policy(list(corpus(experts)))
     if plan.warm_start:
-        trainer.evaluate("before_sft")
+        trainer.evaluate("base")
         if config.sft.enabled:
             trainer.sft(experts)
         trainer.evaluate("after_sft")

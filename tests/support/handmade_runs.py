@@ -67,11 +67,11 @@ def write_run(
         lines.append(json.dumps(record))
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     final = after_rl or {"os": 0.5, "db": 0.25}
-    for stage in ("before_sft", "after_sft", "after_rl"):
+    for stage in ("base", "after_sft", "after_rl"):
         if stage == "after_rl":
             per_task = final
         else:
-            scale = 0.0 if stage == "before_sft" else 0.5
+            scale = 0.0 if stage == "base" else 0.5
             per_task = {task: scale * value for task, value in {"os": 0.5, "db": 0.25}.items()}
         report = {
             "stage": stage,

@@ -34,8 +34,9 @@ PER_TASK_CLIP = {
 }
 """Per-task metrics averaged over steps per seed: (title, older names, digits)."""
 
-CONFIRM_STAGE = "before_sft"
-"""The stage of an evaluation-only run: the one evaluation of a confirmation's folder."""
+CONFIRM_STAGE = "base"
+"""The stage of an evaluation-only run: the one evaluation of a confirmation's folder
+(and of the shared start's)."""
 
 
 @dataclass
@@ -124,7 +125,7 @@ def _first_series(metrics: RunMetrics, names: Sequence[str]) -> dict[str, NDArra
 
 def collect_confirmation(seed: int, confirm_dir: Path, split: str) -> SeedResult:
     """Read one headline run's confirmation: its final checkpoint evaluated on ``split``
-    with the protocol (``eval_before_sft.json`` of an evaluation-only run). Success only:
+    with the protocol (``eval_base.json`` of an evaluation-only run). Success only:
     there is no training, so no diagnostics. An evaluation on another split is refused."""
     evaluation = _read_evaluation(confirm_dir, CONFIRM_STAGE, "the run is not confirmed")
     played = evaluation.get("split", "dev")

@@ -5,7 +5,9 @@
   :class:`MetricsWriter` appends it, :func:`read_metrics` reads it back),
   ``{"step": t, "global": {...}, "tasks": {"<task_id>": {"entropy": .., "clip_eps": .., ...}}}``;
 - ``RUN_DIR/eval_<stage>.json`` (:func:`write_eval`, :func:`read_evals`):
-  ``{"stage", "split", "tasks": {"<task_id>": {"success", ...}}, "mean_success"}``;
+  ``{"stage", "split", "tasks": {"<task_id>": {"success", ...}}, "mean_success"}``
+  (a run written before a stage was renamed holds its old name, ``eval_before_sft.json``
+  for ``base``: :func:`eval_path` and :func:`read_evals` read it as the new one);
 - ``RUN_DIR/sft.json`` (:func:`write_sft_record`): the SFT stage: expert episodes and
   held-out instances per task, target and sequence tokens, the loss of every optimizer
   step, the held-out loss curve ``[[step, loss], ...]``, the step whose weights were
@@ -31,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from agentgym_eppo.trainer.config import EVAL_STAGES
+from agentgym_eppo.trainer.config import EVAL_STAGES, RENAMED_STAGES
 
 METRICS_FILE = "metrics.jsonl"
 MACHINE_FILE = "machine.jsonl"
@@ -116,7 +118,8 @@ def _check_record(record: Any, path: Path, number: int) -> None:
 
 
 def read_evals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """Every ``RUN_DIR/eval_<stage>.json``, keyed by stage, known stages first in training order.
+    """Every ``RUN_DIR/eval_<stage>.json``, keyed by stage (a renamed stage by its new
+    name), known stages first in training order.
 
     Raises ``ValueError`` naming the file when one is not a JSON object with a ``tasks`` object.
     """
@@ -128,7 +131,8 @@ def read_evals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
             raise ValueError(f"{path}: not valid JSON ({error.msg})") from error
         if not isinstance(report, dict) or not isinstance(report.get("tasks"), dict):
             raise ValueError(f"{path}: expected an object with a 'tasks' object")
-        found[str(report.get("stage") or path.stem.removeprefix("eval_"))] = report
+        stage = str(report.get("stage") or path.stem.removeprefix("eval_"))
+        found[RENAMED_STAGES.get(stage, stage)] = report
     order = {stage: position for position, stage in enumerate(EVAL_STAGES)}
     return dict(sorted(found.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
 
@@ -144,13 +148,26 @@ def evals_split(results: Iterable[Mapping[str, Any]]) -> str:
 
 
 def eval_path(run_dir: str | Path, stage: str) -> Path:
-    """Where the evaluation of ``stage`` lives in a run directory."""
+    """Where the evaluation of ``stage`` lives in a run directory: ``eval_<stage>.json``,
+    or the file of the stage's old name where only that one is there.
+
+    >>> eval_path("runs/a", "base").name
+    'eval_base.json'
+    """
+    path = _stage_file(run_dir, stage)
+    for old, new in RENAMED_STAGES.items():
+        if new == stage and not path.is_file() and _stage_file(run_dir, old).is_file():
+            return _stage_file(run_dir, old)
+    return path
+
+
+def _stage_file(run_dir: str | Path, stage: str) -> Path:
     return Path(run_dir) / f"eval_{stage}.json"
 
 
 def write_eval(run_dir: str | Path, result: Mapping[str, Any]) -> Path:
     """Write one evaluation's JSON (see the module docstring) as ``eval_<stage>.json``."""
-    path = eval_path(run_dir, str(result["stage"]))
+    path = _stage_file(run_dir, str(result["stage"]))
     path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
 

@@ -68,11 +68,11 @@ def stage_pairs(stages: list[tuple[str, Any]]) -> list[tuple[tuple[str, Any], tu
     where a stage lies between (SFT then RL), each stage against the one before it, so
     that RL is judged against what it started from.
 
-    >>> [(a, b) for (a, _), (b, _) in stage_pairs([("before_sft", 0), ("after_rl", 0)])]
-    [('before_sft', 'after_rl')]
-    >>> stages = [("before_sft", 0), ("after_sft", 0), ("after_rl", 0)]
+    >>> [(a, b) for (a, _), (b, _) in stage_pairs([("base", 0), ("after_rl", 0)])]
+    [('base', 'after_rl')]
+    >>> stages = [("base", 0), ("after_sft", 0), ("after_rl", 0)]
     >>> [(a, b) for (a, _), (b, _) in stage_pairs(stages)]
-    [('before_sft', 'after_rl'), ('before_sft', 'after_sft'), ('after_sft', 'after_rl')]
+    [('base', 'after_rl'), ('base', 'after_sft'), ('after_sft', 'after_rl')]
     """
     pairs = [(stages[0], stages[-1])]
     if len(stages) > 2:

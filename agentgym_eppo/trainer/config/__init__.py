@@ -39,6 +39,7 @@ from .loading import (
 from .sections import (
     EVAL_STAGES,
     PROMPTS,
+    RENAMED_STAGES,
     AlgorithmConfig,
     EvalConfig,
     ModelConfig,
@@ -52,6 +53,7 @@ from .train import TrainConfig, import_modules
 __all__ = [
     "EVAL_STAGES",
     "PROMPTS",
+    "RENAMED_STAGES",
     "AlgorithmConfig",
     "ClipConfig",
     "EvalConfig",

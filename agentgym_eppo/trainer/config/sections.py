@@ -19,8 +19,13 @@ from agentgym_eppo.trainer.config_fields import help_field as _help
 from agentgym_eppo.trainer.rollout.chat import PROMPT_STYLES
 from agentgym_eppo.vector.workers import BACKENDS
 
-EVAL_STAGES = ("before_sft", "after_sft", "after_rl")
-"""The stages the trainer evaluates at, in training order (``eval.stages``)."""
+EVAL_STAGES = ("base", "after_sft", "after_rl")
+"""The stages the trainer evaluates at, in training order (``eval.stages``), each named
+after what ran before it: ``base`` is the policy as loaded or built, before any training."""
+
+RENAMED_STAGES = {"before_sft": "base"}
+"""Stages by their old names: run folders written before a rename hold ``eval_<old>.json``
+(read as the new stage); a config naming the old one is refused."""
 
 PROMPTS: Registry[str] = Registry(
     "prompt style",
@@ -321,7 +326,8 @@ class EvalConfig:
     stages: list[str] = field(
         default_factory=lambda: list(EVAL_STAGES),
         metadata={
-            "help": "When to evaluate: before_sft, after_sft, after_rl. Default: ours (all)."
+            "help": "When to evaluate: base (the policy as loaded or built), after_sft, "
+            "after_rl. Default: ours (all)."
         },
     )
     max_instances_per_task: int | None = _help(
@@ -358,6 +364,9 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         TASK_SPLITS.lookup(self.split, where="eval.split")
+        for stage in self.stages:
+            if stage in RENAMED_STAGES:
+                raise ValueError(f"eval.stages: {stage!r} is now called {RENAMED_STAGES[stage]!r}")
         unknown = [stage for stage in self.stages if stage not in EVAL_STAGES]
         if unknown:
             raise ValueError(f"eval.stages may hold {EVAL_STAGES}, got {unknown}")
