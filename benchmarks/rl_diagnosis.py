@@ -59,13 +59,13 @@ def _training_means(metrics: Path) -> dict[str, float]:
     kl, entropy, clipped, success, mixed = [], [], [], [], []
     for line in metrics.read_text().splitlines():
         step = json.loads(line)
-        tasks = step["tasks"].values()
+        tasks = [t for t in step["tasks"].values() if t["entropy"] is not None]  # trained
         tokens = sum(t["tokens"] for t in tasks) or 1
         kl.append(step["global"]["kl"])
         success.append(step["global"]["success"])
         entropy.append(sum(t["entropy"] * t["tokens"] for t in tasks) / tokens)
         clipped.append(sum(t["clipped_share"] * t["tokens"] for t in tasks) / tokens)
-        mixed.append(sum(t["mixed_groups"] for t in tasks) / len(tasks))
+        mixed.append(sum(t["mixed_groups"] for t in step["tasks"].values()) / len(step["tasks"]))
     steps = len(kl) or 1
     return {
         "steps": len(kl),
