@@ -83,11 +83,11 @@ def diagnose(study: Path, base: str) -> dict[str, Any]:
     base_config = _flat(yaml.safe_load((study / base / "config.yaml").read_text()))
     variants = [p.name for p in study.iterdir() if (p / "eval_after_rl.json").exists()]
     runs = [base, *sorted(name for name in variants if name != base)]
-    rows = []
+    rows, comparisons = [], {}
     for name in runs:
         folder = study / name
         after = json.loads((folder / "eval_after_rl.json").read_text())
-        comparison = compare_evals(sft_eval, after)
+        comparison = comparisons[name] = compare_evals(sft_eval, after)
         config = _flat(yaml.safe_load((folder / "config.yaml").read_text()))
         rows.append(
             {
@@ -102,7 +102,7 @@ def diagnose(study: Path, base: str) -> dict[str, Any]:
                 **_training_means(folder / "metrics.jsonl"),
             }
         )
-    sft = compare_evals(sft_eval, sft_eval)
+    sft = comparisons[base]  # the base run played every instance the checkpoint did
     return {
         "sft": {"success": {t: c.before for t, c in sft.tasks.items()}, "mean": sft.mean_before},
         "instances": {t: c.instances for t, c in sft.tasks.items()},
