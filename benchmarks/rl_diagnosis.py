@@ -12,7 +12,16 @@ per task, permutation test of the mean over tasks, both one-sided: did RL help?)
 over its RL steps the mean per-token KL to the reference, the policy's entropy and the
 share of loss tokens the clip bound. It prints the table (Markdown); ``--out`` writes
 it with the numbers behind it (``<out>/diagnosis.md``, ``<out>/diagnosis.json``) and a
-copy of each run's config, metrics and evaluations (``<out>/<run>/``).
+copy of each run's config, metrics and evaluations (``<out>/<run>/``); ``--out`` may be
+the study itself, to rebuild the tables from committed runs.
+
+Two more tables follow the first. **Over seeds**: runs whose configs differ only in
+``seed`` are one setting; for each, its seeds' gains and their mean, and the gain pooled
+over its seeds (per instance, the seeds' mean success against the checkpoint's). **Time split**: each run's median step time and the shares of the rollout,
+the update's scoring passes (old and reference log-probs) and its training passes, and
+the update's counted GFLOP per second of those two; with ``--peak FILE`` (a JSON of the
+machine's fp32 and bf16 matmul GFLOP/s, written by ``--measure-peak``) also their share
+of that peak.
 
 >>> _flat({"rl": {"lr": 1e-05, "steps": 6}, "seed": 0})
 {'rl.lr': 1e-05, 'rl.steps': 6, 'seed': 0}
@@ -22,14 +31,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import statistics
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
 from agentgym_eppo.trainer.analysis.paired_eval import compare_evals
+from benchmarks.machine import cpu_model, matmul_peak
 
 # what every variant sets to start from the base's checkpoint, not a change of recipe
 PLUMBING = {"output_dir", "init_checkpoint", "sft.enabled", "eval.stages", "resume"}
@@ -78,7 +91,76 @@ def _training_means(metrics: Path) -> dict[str, float]:
     }
 
 
-def diagnose(study: Path, base: str) -> dict[str, Any]:
+def _timing(metrics: Path) -> dict[str, float]:
+    """The step's time split over the run's RL steps: the median step, each part's share
+    of the summed step time, and the update's counted GFLOP per second of its scoring and
+    training passes."""
+    steps = [json.loads(line)["global"] for line in metrics.read_text().splitlines()]
+    total = sum(s["seconds"] for s in steps) or 1.0
+    parts = {k: sum(s[f"{k}_seconds"] for s in steps) for k in ("rollout", "score", "train")}
+    update = parts["score"] + parts["train"]
+    return {
+        "step_seconds": statistics.median(s["seconds"] for s in steps) if steps else 0.0,
+        **{f"{k}_share": v / total for k, v in parts.items()},
+        "other_share": 1.0 - sum(parts.values()) / total,
+        "update_gflops": sum(s["update_gflop"] for s in steps) / update if update else 0.0,
+    }
+
+
+def _over_seeds(study: Path, runs: list[dict[str, Any]], sft_eval: dict) -> list:
+    """Runs whose configs differ only in ``seed`` pooled into one setting."""
+    settings: dict[str, list[dict[str, Any]]] = {}
+    for row in runs:
+        setting = ", ".join(c for c in row["change"].split(", ") if not c.startswith("seed="))
+        settings.setdefault(setting or "none (the reproduction)", []).append(row)
+    pooled = []
+    for setting, rows in settings.items():
+        after = [json.loads((study / r["run"] / "eval_after_rl.json").read_text()) for r in rows]
+        # per instance: the mean over the seeds' episodes against the checkpoint's
+        comparison = compare_evals(
+            sft_eval, {"episodes": [e for a in after for e in a["episodes"]]}
+        )
+        seeds = [
+            _flat(yaml.safe_load((study / r["run"] / "config.yaml").read_text()))["seed"]
+            for r in rows
+        ]
+        pooled.append(
+            {
+                "setting": setting,
+                "runs": [r["run"] for r in rows],
+                "seeds": seeds,
+                "gains": [r["difference"] for r in rows],
+                "mean_gain": statistics.fmean(r["difference"] for r in rows),
+                "pooled": comparison.test.difference.mean,
+                "pooled_interval": [
+                    comparison.test.difference.low,
+                    comparison.test.difference.high,
+                ],
+                "pooled_p_greater": comparison.test.p_value,
+                "pooled_by_task": {t: c.after - c.before for t, c in comparison.tasks.items()},
+            }
+        )
+    return pooled
+
+
+def measure_peak(threads: int) -> dict[str, Any]:
+    """This machine's fp32 and bf16 matmul GFLOP/s at ``threads`` (2048 x 2048, best of 5),
+    with the CPU and the load average around the measurement."""
+    torch.set_num_threads(threads)
+    before = os.getloadavg()
+    peak = {
+        name: matmul_peak(dtype)
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+    }
+    return {
+        "cpu": cpu_model(),
+        "threads": threads,
+        "gflops": peak,
+        "load": [before, os.getloadavg()],
+    }
+
+
+def diagnose(study: Path, base: str, peak: dict[str, Any] | None = None) -> dict[str, Any]:
     sft_eval = json.loads((study / base / "eval_after_sft.json").read_text())
     base_config = _flat(yaml.safe_load((study / base / "config.yaml").read_text()))
     variants = [p.name for p in study.iterdir() if (p / "eval_after_rl.json").exists()]
@@ -100,6 +182,7 @@ def diagnose(study: Path, base: str) -> dict[str, Any]:
                 "p_greater": comparison.test.p_value,
                 "p_by_task": {t: c.test.p_value for t, c in comparison.tasks.items()},
                 **_training_means(folder / "metrics.jsonl"),
+                "timing": _timing(folder / "metrics.jsonl"),
             }
         )
     sft = comparisons[base]  # the base run played every instance the checkpoint did
@@ -107,6 +190,8 @@ def diagnose(study: Path, base: str) -> dict[str, Any]:
         "sft": {"success": {t: c.before for t, c in sft.tasks.items()}, "mean": sft.mean_before},
         "instances": {t: c.instances for t, c in sft.tasks.items()},
         "runs": rows,
+        "over_seeds": _over_seeds(study, rows, sft_eval),
+        "peak": peak,
     }
 
 
@@ -131,7 +216,39 @@ def render(result: dict[str, Any]) -> str:
             f"| {100 * row['clipped_share']:.2f}% | {row['mixed_groups']:.2f} "
             f"| {row['train_success']:.2f} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", *_render_seeds(result), "", *_render_timing(result)]) + "\n"
+
+
+def _render_seeds(result: dict[str, Any]) -> list[str]:
+    tasks = sorted(result["sft"]["success"])
+    head = "| setting | seeds | gain per seed | mean gain | pooled gain [95% CI] | p (gain > 0) | "
+    lines = [head + " | ".join(tasks) + " |", "|" + "---|" * (6 + len(tasks))]
+    for s in result["over_seeds"]:
+        low, high = s["pooled_interval"]
+        lines.append(
+            f"| {s['setting']} | {', '.join(map(str, s['seeds']))} "
+            f"| {', '.join(f'{g:+.3f}' for g in s['gains'])} | {s['mean_gain']:+.3f} "
+            f"| {s['pooled']:+.3f} [{low:+.3f}, {high:+.3f}] | {s['pooled_p_greater']:.3g} | "
+            + " | ".join(f"{s['pooled_by_task'][t]:+.3f}" for t in tasks)
+            + " |"
+        )
+    return lines
+
+
+def _render_timing(result: dict[str, Any]) -> list[str]:
+    peak = (result.get("peak") or {}).get("gflops", {})
+    head = "| run | step, s (median) | rollout | scoring | training | other | update GFLOP/s |"
+    head += "".join(f" share of {name} peak |" for name in peak)
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for row in result["runs"]:
+        t = row["timing"]
+        lines.append(
+            f"| {row['run']} | {t['step_seconds']:.1f} | {100 * t['rollout_share']:.0f}% "
+            f"| {100 * t['score_share']:.0f}% | {100 * t['train_share']:.0f}% "
+            f"| {100 * t['other_share']:.0f}% | {t['update_gflops']:.0f} |"
+            + "".join(f" {100 * t['update_gflops'] / g:.0f}% |" for g in peak.values())
+        )
+    return lines
 
 
 def main() -> None:
@@ -139,8 +256,17 @@ def main() -> None:
     parser.add_argument("study", type=Path, help="the folder holding the study's runs")
     parser.add_argument("--base", required=True, help="the run that trained the SFT checkpoint")
     parser.add_argument("--out", type=Path, help="a folder for the table, its numbers and the runs")
+    parser.add_argument(
+        "--peak", type=Path, help="the machine's matmul peak (JSON) to state shares of"
+    )
+    parser.add_argument(
+        "--measure-peak", type=int, metavar="THREADS", help="measure the peak first into --peak"
+    )
     args = parser.parse_args()
-    result = diagnose(args.study, args.base)
+    if args.measure_peak:
+        args.peak.write_text(json.dumps(measure_peak(args.measure_peak), indent=1) + "\n")
+    peak = json.loads(args.peak.read_text()) if args.peak else None
+    result = diagnose(args.study, args.base, peak)
     table = render(result)
     print(table)
     if args.out:
@@ -148,8 +274,9 @@ def main() -> None:
             target = args.out / row["run"]
             target.mkdir(parents=True, exist_ok=True)
             for name in RUN_FILES:
-                if (args.study / row["run"] / name).exists():
-                    shutil.copyfile(args.study / row["run"] / name, target / name)
+                source = args.study / row["run"] / name
+                if source.exists() and source.resolve() != (target / name).resolve():
+                    shutil.copyfile(source, target / name)
         (args.out / "diagnosis.json").write_text(json.dumps(result, indent=1) + "\n")
         (args.out / "diagnosis.md").write_text(table)
 

@@ -33,7 +33,10 @@ def _step(kl: float) -> str:
         "os": {"tokens": 300, "entropy": 0.1, "clipped_share": 0.0, "mixed_groups": 1.0},
         "db": {"tokens": 100, "entropy": 0.5, "clipped_share": 0.04, "mixed_groups": 0.0},
     }
-    return json.dumps({"global": {"kl": kl, "success": 0.5}, "tasks": tasks})
+    timing = {"seconds": 10.0, "rollout_seconds": 4.0, "score_seconds": 2.0, "train_seconds": 3.0}
+    return json.dumps(
+        {"global": {"kl": kl, "success": 0.5, **timing, "update_gflop": 500.0}, "tasks": tasks}
+    )
 
 
 def _run(root: Path, name: str, config: dict, after: dict, sft: dict | None = None) -> None:
@@ -76,3 +79,54 @@ def test_each_variant_is_named_by_its_change_and_paired_with_the_sft_checkpoint(
     assert lr["mixed_groups"] == pytest.approx(0.5)
     table = render(result)
     assert "| lr | rl.lr=2e-06 | 0.50 | 1.00 | 0.750 | +0.250" in table
+
+
+def test_seeds_of_one_setting_pool_per_instance_and_the_step_time_is_split(
+    tmp_path: Path,
+) -> None:
+    sft = _eval({"os": [False, False, True, True], "db": [True, False]})
+    _run(tmp_path, "all", {**BASE, "output_dir": "runs/all"}, sft, sft=sft)
+    plumbing = {"init_checkpoint": "runs/all/checkpoints/sft", "sft": {"enabled": False}}
+    # seed 1 of the base recipe wins one OS instance more
+    _run(
+        tmp_path,
+        "s1",
+        {**BASE, "seed": 1, **plumbing},
+        _eval({"os": [True, False, True, True], "db": [True, False]}),
+    )
+    # the lr change at two seeds: +1 and +2 OS instances, DB lost once
+    lr = {**BASE, "rl": {"lr": 2e-06, "steps": 2}, **plumbing}
+    _run(tmp_path, "lr", lr, _eval({"os": [True, False, True, True], "db": [False, False]}))
+    _run(
+        tmp_path,
+        "lr1",
+        {**lr, "seed": 1},
+        _eval({"os": [True, True, True, True], "db": [True, False]}),
+    )
+
+    result = diagnose(tmp_path, "all", peak={"gflops": {"fp32": 100.0, "bf16": 200.0}})
+
+    settings = {s["setting"]: s for s in result["over_seeds"]}
+    assert set(settings) == {"none (the reproduction)", "rl.lr=2e-06"}
+    base = settings["none (the reproduction)"]
+    assert base["runs"] == ["all", "s1"] and base["seeds"] == [0, 1]
+    assert base["gains"] == [0.0, pytest.approx(0.125)]
+    # per instance the mean over seeds: OS +0.5 on one instance of four, DB unchanged
+    assert base["pooled_by_task"] == {"db": 0.0, "os": pytest.approx(0.125)}
+    changed = settings["rl.lr=2e-06"]
+    assert changed["gains"] == [pytest.approx(-0.125), pytest.approx(0.25)]
+    assert changed["mean_gain"] == pytest.approx(0.0625)
+    assert changed["pooled_by_task"] == {"db": pytest.approx(-0.25), "os": pytest.approx(0.375)}
+    assert changed["pooled"] == pytest.approx(0.0625)
+    timing = result["runs"][0]["timing"]
+    assert timing["step_seconds"] == 10.0
+    assert (timing["rollout_share"], timing["score_share"], timing["train_share"]) == (
+        0.4,
+        0.2,
+        0.3,
+    )
+    assert timing["other_share"] == pytest.approx(0.1)
+    assert timing["update_gflops"] == pytest.approx(1000 / 10)  # 2 x 500 GFLOP in 2 x (2 + 3) s
+    table = render(result)
+    assert "| rl.lr=2e-06 | 0, 1 | -0.125, +0.250 | +0.062 |" in table
+    assert "| all | 10.0 | 40% | 20% | 30% | 10% | 100 | 100% | 50% |" in table
