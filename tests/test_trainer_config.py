@@ -74,6 +74,10 @@ SOURCE = re.compile(
         ),
         (lambda: RLConfig(steps=-1), r"^rl.steps must be >= 0"),
         (
+            lambda: RLConfig(warmup_steps=-1),
+            r"^rl.warmup_steps must be >= 0 \(0 = off\), got -1$",
+        ),
+        (
             lambda: TrainConfig(tasks={"alfwrld": 8}),
             r"^tasks: unknown task 'alfwrld' \(did you mean 'alfworld'\?\)",
         ),

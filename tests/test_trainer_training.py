@@ -31,6 +31,7 @@ from agentgym_eppo.trainer.training.sft import (  # noqa: E402
     sft_lr_factor,
     sft_train,
     split_held_out,
+    warmup_factor,
 )
 from agentgym_eppo.trainer.training.update import PolicyUpdater, UpdateSettings  # noqa: E402
 
@@ -376,9 +377,13 @@ def test_sft_schedule_warms_up_linearly_then_decays_along_a_cosine():
     assert {sft_lr_factor(step, 10, 0.0, 1.0) for step in range(10)} == {1.0}
 
 
-def test_sft_steps_follow_the_schedule(tokenizer, monkeypatch):
-    model = _model(tokenizer)
-    transcripts = [Transcript([5, 6, 7, 8], [0, 0, 1, 1]) for _ in range(4)]
+def test_the_rl_warm_up_rises_linearly_over_its_steps_then_holds():
+    assert [warmup_factor(k, 3) for k in range(5)] == pytest.approx([1 / 3, 2 / 3, 1, 1, 1])
+    assert [warmup_factor(k, 0) for k in range(3)] == [1.0, 1.0, 1.0]  # off: lr as given
+
+
+def _recorded_rates(monkeypatch) -> list[float]:
+    """The learning rate of every ``AdamW`` step from here on (first parameter group)."""
     rates: list[float] = []
     original_step = torch.optim.AdamW.step
 
@@ -387,6 +392,13 @@ def test_sft_steps_follow_the_schedule(tokenizer, monkeypatch):
         return original_step(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.optim.AdamW, "step", record)
+    return rates
+
+
+def test_sft_steps_follow_the_schedule(tokenizer, monkeypatch):
+    model = _model(tokenizer)
+    transcripts = [Transcript([5, 6, 7, 8], [0, 0, 1, 1]) for _ in range(4)]
+    rates = _recorded_rates(monkeypatch)
     sft_train(
         model,
         transcripts,
@@ -463,6 +475,8 @@ def test_a_run_killed_after_a_step_resumes_to_the_same_next_step(tmp_path, sampl
 
     assert [r["step"] for r in records(resumed)] == [1, 2]
     assert records(resumed) == records(straight)
+    # rl.warmup_steps 0 (the default): rl.lr from the first step, as given
+    assert [r["global"]["lr"] for r in records(straight)] == [1e-3, 1e-3]
     starts = [json.loads(line) for line in (resumed / "machine.jsonl").read_text().splitlines()]
     assert [start["resumed_after_step"] for start in starts] == [None, 1]
     assert {start["kernels"] for start in starts} == {torch.backends.cpu.get_cpu_capability()}
@@ -488,6 +502,29 @@ def test_a_run_killed_after_a_step_resumes_to_the_same_next_step(tmp_path, sampl
         "tokens",
     } <= set(step["tasks"]["echo"])
     assert 0.0 <= step["tasks"]["echo"]["mixed_groups"] <= 1.0
+
+
+@pytest.mark.slow
+def test_the_rl_warm_up_counts_rl_steps_and_a_resume_picks_it_up(tmp_path, monkeypatch):
+    rates = _recorded_rates(monkeypatch)  # no SFT: every AdamW step is an RL one
+    options = ("rl.steps=4", "rl.warmup_steps=3", "sft.enabled=false", "eval.stages=[]")
+    straight = run_training(_config(tmp_path / "straight", *options))
+    straight_rates = list(rates)
+    run_training(_config(tmp_path / "resumed", *options), stop_after_step=1)
+    rates.clear()
+    resumed = run_training(_config(tmp_path / "resumed", "resume=true", *options))
+
+    expected = [1e-3 / 3, 2e-3 / 3, 1e-3, 1e-3]  # RL steps 1-4
+    # every optimizer step of an RL step (rl.mini_batches=2, one epoch) runs at its rate
+    assert straight_rates == pytest.approx([rate for rate in expected for _ in range(2)])
+    assert rates == straight_rates[2:]  # resumed mid-warm-up, at step 2's rate
+
+    def logged(run):
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        return [json.loads(line)["global"]["lr"] for line in lines]
+
+    assert logged(straight) == pytest.approx(expected)
+    assert logged(resumed) == logged(straight)
 
 
 @pytest.mark.slow
@@ -569,6 +606,7 @@ def test_config_reads_yaml_and_applies_overrides(tmp_path):
             r"tasks.db = 6 slots must be a positive multiple of rollout.group_size \(8\)",
         ),
         ("rl.steps=many", r"rl.steps: expected int, got 'many'"),
+        ("rl.warmup_steps=1.5", r"^rl.warmup_steps: expected int, got 1.5$"),
         ("rl.dynamic_sampling_rounds=0", r"^rl.dynamic_sampling_rounds must be >= 1 \(1 = off\)$"),
         ("eval.tasks=[]", r"^eval.tasks must name at least one task"),
         ("eval.slots_per_task=0", r"^eval.slots_per_task must be >= 1$"),

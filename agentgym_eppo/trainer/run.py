@@ -75,6 +75,7 @@ from agentgym_eppo.trainer.training.sft import (
     record_expert_episodes,
     sft_train,
     split_held_out,
+    warmup_factor,
 )
 from agentgym_eppo.trainer.training.update import PolicyUpdater
 from agentgym_eppo.vector.availability import task_problem
@@ -363,6 +364,11 @@ class Trainer:
             with self._progress() as progress:
                 bar = progress.add_task("RL", total=last_step, completed=first_step - 1)
                 for step in range(first_step, last_step + 1):
+                    # the warm-up counts RL steps (a function of the step: resume needs
+                    # no state); every optimizer step of an RL step runs at its rate
+                    rate = config.rl.lr * warmup_factor(step - 1, config.rl.warmup_steps)
+                    for group in optimizer.param_groups:
+                        group["lr"] = rate
                     outcome = rl_step(step, venv, engine, updater, self.tokenizer, settings, pacing)
                     writer.write(outcome.record)
                     g = outcome.record["global"]

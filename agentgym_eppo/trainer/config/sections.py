@@ -238,6 +238,12 @@ class RLConfig:
 
     steps: int = _help("Training steps (paper: 700).", 700)
     lr: float = _help("AdamW learning rate (paper: 1e-5).", d.LR)
+    warmup_steps: int = _help(
+        "RL steps over which the learning rate rises linearly to lr: step t of the first "
+        "warmup_steps (counted from 1) runs at lr * t / warmup_steps, all its optimizer "
+        "steps alike. Default: off (0 = lr from the first step).",
+        0,
+    )
     weight_decay: float = _help("AdamW weight decay (paper: 0).", d.WEIGHT_DECAY)
     max_grad_norm: float = _help("Gradient norm clip (verl: 1.0).", d.MAX_GRAD_NORM)
     ppo_epochs: int = _help("Passes over each step's rollouts (verl: 1).", d.PPO_EPOCHS)
@@ -296,6 +302,8 @@ class RLConfig:
                 f"rl.lr and rl.max_grad_norm must be > 0 and rl.weight_decay >= 0, got "
                 f"{self.lr}, {self.max_grad_norm}, {self.weight_decay}"
             )
+        if self.warmup_steps < 0:
+            raise ValueError(f"rl.warmup_steps must be >= 0 (0 = off), got {self.warmup_steps}")
         if self.micro_batch_tokens < 1 or self.logprob_chunk < 1:
             raise ValueError("rl.micro_batch_tokens and rl.logprob_chunk must be >= 1")
         if self.old_logprobs not in d.OLD_LOGPROBS_SOURCES:

@@ -326,12 +326,23 @@ def sft_train(
     return losses
 
 
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """The multiplier of a learning rate at step ``step`` (0-based) of a linear warm-up over
+    ``warmup_steps`` steps: ``(step + 1) / warmup_steps``, then 1 (0 steps: always 1).
+    The SFT's (:func:`sft_lr_factor`) and RL's (``rl.warmup_steps``) warm-ups.
+
+    >>> [warmup_factor(k, 4) for k in range(6)], warmup_factor(0, 0)
+    ([0.25, 0.5, 0.75, 1.0, 1.0, 1.0], 1.0)
+    """
+    return (step + 1) / warmup_steps if step < warmup_steps else 1.0
+
+
 def sft_lr_factor(step: int, total: int, warmup_fraction: float, final_lr_fraction: float) -> float:
     """The multiplier of the SFT learning rate at optimizer step ``step`` (0-based) of
     ``total``: linear warm-up to 1, then a cosine down to ``final_lr_fraction``."""
     warmup = int(warmup_fraction * total)
     if step < warmup:
-        return (step + 1) / warmup
+        return warmup_factor(step, warmup)
     span = max(1, total - 1 - warmup)
     progress = min(1.0, (step - warmup) / span)
     return final_lr_fraction + (1.0 - final_lr_fraction) * 0.5 * (

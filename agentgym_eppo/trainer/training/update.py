@@ -113,6 +113,7 @@ class UpdateResult:
     loss: float = 0.0
     kl: float = 0.0
     grad_norm: float = 0.0
+    lr: float = 0.0  # the optimizer's learning rate (first parameter group) this update
     tokens: int = 0
     rescored_episodes: int = 0
     task_entropy: dict[str, float] = field(default_factory=dict)
@@ -182,6 +183,7 @@ def step_record(
             "loss": result.loss,
             "kl": result.kl,
             "grad_norm": result.grad_norm,
+            "lr": result.lr,
             "tokens": result.tokens,
             "rescored_episodes": result.rescored_episodes,
             "episodes": len(episodes),
@@ -397,7 +399,7 @@ class PolicyUpdater:
         step's metrics still count them.
         """
         episodes = [e for e in episodes if e.status != Status.TASK_ERROR.value]
-        result = UpdateResult()
+        result = UpdateResult(lr=self.optimizer.param_groups[0]["lr"])
         advantages = self.advantages(episodes)
         result.advantages = advantages.tolist()
         started = time.perf_counter()
