@@ -3,10 +3,15 @@ driving the same environments, side by side in one run.
 
 For each task family (OS, DB, KG, ALFWorld, WebShop), one RL step is: reset every
 episode, play the episodes turn by turn (the model writes a Hermes ``<tool_call>``, the
-environment answers), reward them, and take one policy update. Both sides start from the
-shipped ``agentgym-tiny`` (its own tokenizer and chat template) and read their settings
-from one :class:`~agentgym_eppo.trainer.config.TrainConfig` (``configs/demo-cpu.yaml``
-with the overrides in :data:`OVERRIDES`):
+environment answers), reward them, and take one policy update. Both sides start from one
+model (its weights, tokenizer and chat template), by default the shipped ``agentgym-tiny``,
+and read their settings from one :class:`~agentgym_eppo.trainer.config.TrainConfig`: its
+base model's config in :data:`SETUPS` with that entry's overrides (``configs/demo-cpu.yaml``,
+fp32, for agentgym-tiny; ``configs/real-model-why-rl-hurt.yaml``, ``bf16: auto`` on both
+sides, for ``smollm2-135m-instruct``). ``--model`` (``BENCH_MODEL``) takes either name or a
+checkpoint folder of a run from one (``RUN_DIR/checkpoints/sft``: its run's
+``config.yaml`` names the base), e.g. an SFT of SmolLM2, which zero-shot writes no call
+(SmolLM2 plays OS, DB and KG, its config's families, unless ``--tasks`` names others):
 
 * **ours**: :func:`~agentgym_eppo.trainer.rl_step.rl_step`, the step ``agentgym-eppo
   train`` runs, with the engine, vector env, updater and pacing built as the trainer
@@ -19,24 +24,28 @@ with the overrides in :data:`OVERRIDES`):
   group size, tokens per turn (``generation_kwargs.max_new_tokens``), model turns
   (``max_tool_calling_iterations`` = the env's turn limit - 1, so at most as many turns
   as ours), temperature with no top-k or top-p, learning rate, KL coefficient, one
-  optimizer step per RL step, fp32, no gradient checkpointing.
+  optimizer step per RL step, the same precision, no gradient checkpointing.
 
-The prompt is the one ``agentgym-tiny`` was trained on (``rollout.prompt: compact``): a
-system line naming the task and its tools' signatures, no schema block. TRL always hands
-the tools to the chat template, so its side renders with the shipped template told to
-drop the tool list (``{% set tools = none %}``); the report states whether the first
-prompt's tokens came out the same on both sides. Tool calls are read with TRL's own
-Qwen/Hermes response template. TRL's loop cannot see that an environment has ended (an
-``answer`` call ends the episode), so it samples on until the model stops calling tools
-or the turn limit is reached; those calls are answered with the adapter's "episode is
-over" note. The report gives each side's model turns, tool calls run, env steps and
-sampled tokens per episode, so the work behind each episodes/s figure is visible.
+The prompt is the one ``agentgym-tiny`` was trained on and SmolLM2's SFT teaches
+(``rollout.prompt: compact``): a system line naming the task and its tools' signatures,
+no schema block. TRL always hands the tools to the chat template, so its side renders
+with the model's own template told to drop the tool list (``{% set tools = none %}``) and
+given tool results and calls in our layout (:data:`TRL_TURNS`; SmolLM2's plain ChatML
+has no tool turn of its own); the report states whether the first prompt and a tool turn
+came out as the same tokens on both sides. Tool calls are read with TRL's own Qwen/Hermes
+response template. TRL's loop cannot see that an environment has ended (an ``answer``
+call ends the episode), so it samples on until the model stops calling tools or the turn
+limit is reached; those calls are answered with the adapter's "episode is over" note. The
+report gives each side's model turns, tool calls run, env steps and sampled tokens per
+episode, so the work behind each episodes/s figure is visible.
 
 Medians over the timed steps (after one warm-up step); each side and family in its own
-process. Writes ``benchmarks/results/agent_step.md`` and ``.json``:
-``python -m benchmarks.run agent_step``; the smallest size (2 episodes, group 2, one timed
-step, OS/DB/KG, 2 turns of 48 tokens): ``BENCH_SIZE=quick python -m benchmarks.run agent_step`` or
-``python -m benchmarks.bench_agent_step --quick [--tasks db,kg] [--out DIR]``.
+process. Writes ``benchmarks/results/agent_step.md`` and ``.json`` (SmolLM2 and its
+checkpoints: ``agent_step_smollm2``): ``python -m benchmarks.run agent_step``; the smallest
+size (2 episodes, group 2, one timed step, OS/DB/KG, 2 turns of 48 tokens):
+``BENCH_SIZE=quick python -m benchmarks.run agent_step`` or
+``python -m benchmarks.bench_agent_step --quick [--tasks db,kg] [--out DIR] [--model M]``;
+``BENCH_MODEL=runs/x/checkpoints/sft python -m benchmarks.run agent_step``.
 """
 
 from __future__ import annotations
@@ -59,7 +68,7 @@ import torch
 
 from agentgym_eppo.adapters.trl import build_multitask_dataset, trl_environment_factories
 from agentgym_eppo.trainer.algorithms.pacer import TaskPacing
-from agentgym_eppo.trainer.config import TrainConfig, load_config
+from agentgym_eppo.trainer.config import TrainConfig, load_config, read_config_values
 from agentgym_eppo.trainer.devices import (
     CPU_FLAGS,
     describe_machine,
@@ -69,7 +78,11 @@ from agentgym_eppo.trainer.devices import (
 from agentgym_eppo.trainer.distributed.config import ScaleConfig
 from agentgym_eppo.trainer.distributed.launch import make_rollout_engine, make_vector_env
 from agentgym_eppo.trainer.rl_step import StepSettings, rl_step, update_settings
-from agentgym_eppo.trainer.rollout.chat import compact_system_prompt, prompt_token_ids
+from agentgym_eppo.trainer.rollout.chat import (
+    compact_system_prompt,
+    observation_token_ids,
+    prompt_token_ids,
+)
 from agentgym_eppo.trainer.run import env_kwargs_for
 from agentgym_eppo.trainer.training.models import load_policy
 from agentgym_eppo.trainer.training.update import PolicyUpdater
@@ -80,11 +93,74 @@ from benchmarks.report import write_generated
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
+CONFIGS = ROOT / "configs"
 NAME = "agent_step"
-CONFIG = ROOT / "configs" / "demo-cpu.yaml"
-OVERRIDES = ("rl.mini_batches=1", "rl.ppo_epochs=1", "bf16=false", "progress=false")
-"""One optimizer step per RL step (TRL's default: one generation batch, one step), fp32."""
+ONE_UPDATE = ("rl.mini_batches=1", "rl.ppo_epochs=1")
+"""One optimizer step per RL step (TRL's default: one generation batch, one step)."""
 DROP_TOOLS = "{%- set tools = none %}"
+TRL_TURNS = (
+    "{%- set turns = namespace(messages=[]) %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'tool' %}"
+    "{%- set turns.messages = turns.messages + [{'role': 'user', 'content': "
+    "'<tool_response>\\n' + message.content + '\\n</tool_response>'}] %}"
+    "{%- elif message.role == 'assistant' and message.tool_calls %}"
+    "{%- set text = namespace(value=message.content or '') %}"
+    "{%- for call in message.tool_calls %}"
+    "{%- set fn = call.function if call.function is defined else call %}"
+    "{%- set arguments = fn.arguments if fn.arguments is string else fn.arguments | tojson %}"
+    "{%- if text.value or not loop.first %}{%- set text.value = text.value + '\\n' %}{%- endif %}"
+    "{%- set text.value = text.value + '<tool_call>\\n{\"name\": ' + (fn.name | tojson) "
+    "+ ', \"arguments\": ' + arguments + '}\\n</tool_call>' %}"
+    "{%- endfor %}"
+    "{%- set turns.messages = turns.messages + [{'role': 'assistant', 'content': text.value}] %}"
+    "{%- else %}{%- set turns.messages = turns.messages + [message] %}{%- endif %}"
+    "{%- endfor %}"
+    "{%- set messages = turns.messages %}"
+)
+"""Put before a model's own chat template on TRL's side: its conversation reaches the
+template as ours lays an episode out (``rollout/chat.py``): a tool result as a user turn
+wrapped in ``<tool_response>`` (``TOOL_TURN``), a call as the Hermes text the model writes.
+agentgym-tiny's template renders both so already; SmolLM2's plain ChatML would write a
+``tool`` turn the model never saw and drop the calls (TRL refuses such a template)."""
+
+
+@dataclass(frozen=True)
+class ModelSetup:
+    """How one base model is benchmarked: the config both sides read their settings from,
+    that config's overrides here, the stem of the results files, and the families measured
+    where none are named (empty: the size's)."""
+
+    config: Path
+    overrides: tuple[str, ...]
+    results: str
+    tasks: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.config.is_file():
+            raise ValueError(f"benchmark setup: no config file {self.config}")
+        if not self.results:
+            raise ValueError(f"benchmark setup of {self.config.name}: no results file name")
+
+
+SETUPS: dict[str, ModelSetup] = {
+    # fp32 (demo-cpu.yaml's own bf16: false, what the shipped model was measured in)
+    "agentgym-tiny": ModelSetup(
+        CONFIGS / "demo-cpu.yaml", (*ONE_UPDATE, "bf16=false", "progress=false"), NAME
+    ),
+    # the real-model study's settings, bf16 as it says (auto: where the CPU has native
+    # bf16), the same on both sides; its families: its SFT covers neither ALFWorld nor
+    # WebShop, whose episodes run to the 3,072-token context (TRL's side trains a step's
+    # episodes as one padded batch)
+    "smollm2-135m-instruct": ModelSetup(
+        CONFIGS / "real-model-why-rl-hurt.yaml",
+        (*ONE_UPDATE, "progress=false"),
+        f"{NAME}_smollm2",
+        ("os", "db", "kg"),
+    ),
+}
+"""The base models this benchmark has settings for, by their names (``model.path``)."""
+DEFAULT_MODEL = "agentgym-tiny"
 
 
 @dataclass(frozen=True)
@@ -111,23 +187,59 @@ SIZES: dict[str, Size] = {
 }
 
 
-def train_config(task: str, size: Size) -> TrainConfig:
-    """The demo's config, on ``task`` alone with ``size``'s episodes and group."""
+def base_model(model: str) -> str:
+    """The model of :data:`SETUPS` that ``model`` is, or that the run whose checkpoint
+    folder it is started from: a trainer's checkpoint sits in ``RUN_DIR/checkpoints/``
+    beside the run's ``RUN_DIR/config.yaml``, whose ``model.path`` names the model (a
+    checkpoint again is followed back the same way).
+
+    >>> base_model("smollm2-135m-instruct")
+    'smollm2-135m-instruct'
+    """
+    seen = [model]
+    while seen[-1] not in SETUPS:
+        folder = Path(seen[-1])
+        run_config = folder.parent.parent / "config.yaml"
+        named = None
+        if folder.parent.name == "checkpoints" and run_config.is_file():
+            named = (read_config_values(run_config).get("model") or {}).get("path")
+        if not isinstance(named, str) or named in seen:
+            raise ValueError(
+                f"model {model!r}: neither a model this benchmark has settings for "
+                f"({', '.join(SETUPS)}) nor a checkpoint folder of a run from one "
+                "(RUN_DIR/checkpoints/<name> beside RUN_DIR/config.yaml)"
+            )
+        seen.append(named)
+    return seen[-1]
+
+
+def model_argument(model: str) -> str:
+    """``model`` as the measurements take it: an existing folder as an absolute path (they
+    run from the repository root), a name as it is (an existing folder wins, as in
+    :func:`~agentgym_eppo.trainer.training.models.resolve_model_path`)."""
+    return str(Path(model).resolve()) if Path(model).exists() else model
+
+
+def train_config(task: str, size: Size, model: str = DEFAULT_MODEL) -> TrainConfig:
+    """The config of ``model``'s base (:data:`SETUPS`) with ``model`` as its model, on
+    ``task`` alone with ``size``'s episodes and group."""
+    setup = SETUPS[base_model(model)]
     return load_config(
-        CONFIG,
+        setup.config,
         [
-            *OVERRIDES,
+            *setup.overrides,
             *size.overrides,
             f"tasks={{{task}: {size.episodes}}}",
             f"rollout.group_size={size.group}",
+            f"model.path={json.dumps(model)}",
         ],
     )
 
 
-def _model_path(config: TrainConfig) -> str:
-    if config.model.path is None:
-        raise ValueError(f"{CONFIG.name} names no model.path")
-    return config.model.path
+def load_model(config: TrainConfig) -> tuple[Any, Any]:
+    """The policy and tokenizer each side starts from: ``config.model.path`` (weights,
+    tokenizer and its chat template), in fp32 (:func:`load_policy`)."""
+    return load_policy(str(config.model.path))
 
 
 def _peak_rss_mb() -> float:
@@ -145,12 +257,12 @@ def _mean(values: Sequence[float]) -> float:
     return float(statistics.fmean(values)) if values else float("nan")
 
 
-def measure_ours(task: str, size: Size) -> dict[str, Any]:
+def measure_ours(task: str, size: Size, model_name: str) -> dict[str, Any]:
     """``size.timed + 1`` calls of :func:`rl_step`, its parts built as ``Trainer.reinforce``
     builds them."""
-    config = train_config(task, size)
+    config = train_config(task, size, model_name)
     bf16 = resolve_bf16(config.bf16, resolve_device(config.device))
-    model, tokenizer = load_policy(_model_path(config))
+    model, tokenizer = load_model(config)
     ref_model = None
     if config.algorithm.kl_coef != 0:
         ref_model = copy.deepcopy(model).eval()
@@ -208,14 +320,38 @@ def measure_ours(task: str, size: Size) -> dict[str, Any]:
 
 def trl_tokenizer(tokenizer: Any, prompt_style: str) -> Any:
     """The tokenizer as TRL's side uses it: calls read with TRL's Qwen/Hermes response
-    template, and under the compact prompt style a chat template that drops the tool list
-    TRL always passes (the system line names the tools instead)."""
+    template; the model's own chat template, given tool results and calls as ours lays
+    them out (:data:`TRL_TURNS`) and, under the compact prompt style, told to drop the
+    tool list TRL always passes (the system line names the tools instead)."""
     from trl.chat_template_utils import qwen3_template
 
     tokenizer.response_template = qwen3_template
-    if prompt_style == "compact":
-        tokenizer.chat_template = DROP_TOOLS + tokenizer.chat_template
+    drop = DROP_TOOLS if prompt_style == "compact" else ""
+    tokenizer.chat_template = drop + TRL_TURNS + tokenizer.chat_template
     return tokenizer
+
+
+def trl_tool_turn(
+    tokenizer: Any, tool: str, content: str, chat_template: str | None = None
+) -> list[int]:
+    """The tokens TRL's tool loop appends after a call of ``tool`` that returned
+    ``content``: TRL's own ``GRPOTrainer._get_tool_suffix_ids`` on the tokenizer as TRL's
+    side holds it (``chat_template``: the one TRL renders with instead, where it replaced
+    a template that does not keep prefixes; ``trainer.chat_template``)."""
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+
+    held = SimpleNamespace(
+        processing_class=tokenizer,
+        _tokenizer=tokenizer,
+        chat_template=chat_template,
+        chat_template_kwargs={},
+        _is_vlm=False,
+    )
+    message = {"role": "tool", "name": tool, "content": content}
+    # the method reads only these attributes of its trainer
+    return list(GRPOTrainer._get_tool_suffix_ids(held, [message]))  # type: ignore[arg-type]
 
 
 def trl_dataset(task: str, config: TrainConfig, rows: int) -> Any:
@@ -235,8 +371,13 @@ def trl_dataset(task: str, config: TrainConfig, rows: int) -> Any:
     )
 
 
-def prompt_check(task: str, config: TrainConfig, trl_side: Any, ours: Any) -> dict[str, Any]:
-    """Instance 0's first prompt as each side tokenizes it: lengths and whether they match."""
+def prompt_check(
+    task: str, config: TrainConfig, trl_side: Any, ours: Any, chat_template: str | None = None
+) -> dict[str, Any]:
+    """Instance 0's first prompt as each side tokenizes it: lengths and whether they match;
+    and whether a tool turn (the task text standing in for an environment's reply, then
+    the next assistant turn's opening) comes out as the same tokens (``chat_template``:
+    TRL's own, where it replaced the tokenizer's; see :func:`trl_tool_turn`)."""
     session = EpisodeSession(task, env_kwargs_for(config).get(task))
     try:
         text = session.start(index=0)
@@ -252,23 +393,31 @@ def prompt_check(task: str, config: TrainConfig, trl_side: Any, ours: Any) -> di
     rendered = trl_side.apply_chat_template(
         [{"role": "system", "content": system}, {"role": "user", "content": text}],
         tools=tools,
+        chat_template=chat_template,
         add_generation_prompt=True,
         tokenize=True,
         return_dict=True,
     )["input_ids"]
-    return {"ours": len(ids), "trl": len(rendered), "same": list(ids) == list(rendered)}
+    tool = str(tools[0].get("function", tools[0])["name"]) if tools else "tool"
+    turn = trl_tool_turn(trl_side, tool, text, chat_template)
+    return {
+        "ours": len(ids),
+        "trl": len(rendered),
+        "same": list(ids) == list(rendered),
+        "tool_turn_same": observation_token_ids(ours, text) == turn,
+    }
 
 
-def measure_trl(task: str, size: Size) -> dict[str, Any]:
+def measure_trl(task: str, size: Size, model_name: str) -> dict[str, Any]:
     """``size.timed + 1`` steps of TRL's ``GRPOTrainer`` over the adapter's environments."""
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    config = train_config(task, size)
+    config = train_config(task, size, model_name)
     r = config.rollout
     bf16 = resolve_bf16(config.bf16, resolve_device(config.device))
-    model, tokenizer = load_policy(_model_path(config))
-    _, ours_tokenizer = load_policy(_model_path(config))
+    model, tokenizer = load_model(config)
+    _, ours_tokenizer = load_model(config)
     tokenizer = trl_tokenizer(tokenizer, r.prompt)
     kwargs = env_kwargs_for(config)
     max_turns = int(kwargs[task]["max_turns"])
@@ -365,10 +514,11 @@ def measure_trl(task: str, size: Size) -> dict[str, Any]:
     for record, log in zip(timer.steps, logs, strict=True):
         record["sampled_tokens"] = float(log["completions/mean_length"])
         record["tool_calls"] = float(log.get("tools/call_frequency", 0.0))
-    return {"steps": timer.steps, "prompt": prompt_check(task, config, tokenizer, ours_tokenizer)}
+    check = prompt_check(task, config, tokenizer, ours_tokenizer, trainer.chat_template)
+    return {"steps": timer.steps, "prompt": check}
 
 
-SIDES: dict[str, Callable[[str, Size], dict[str, Any]]] = {
+SIDES: dict[str, Callable[[str, Size, str], dict[str, Any]]] = {
     "ours": measure_ours,
     "trl": measure_trl,
 }
@@ -377,9 +527,9 @@ SIDES: dict[str, Callable[[str, Size], dict[str, Any]]] = {
 def run_one(spec: Mapping[str, str]) -> dict[str, Any]:
     """One side on one task family, in this process."""
     size = SIZES[spec["size"]]
-    torch.set_num_threads(int(train_config(spec["task"], size).threads or 1))
+    torch.set_num_threads(int(train_config(spec["task"], size, spec["model"]).threads or 1))
     torch.manual_seed(0)
-    result = SIDES[spec["side"]](spec["task"], size)
+    result = SIDES[spec["side"]](spec["task"], size, spec["model"])
     result["peak_rss_mb"] = _peak_rss_mb()
     return result
 
@@ -419,6 +569,18 @@ def machine() -> dict[str, Any]:
     }
 
 
+def precision(config: TrainConfig) -> tuple[str, str]:
+    """What ``config.bf16`` comes to on this machine, for ours and for TRL: the same bf16
+    or fp32 flag goes to both sides."""
+    if resolve_bf16(config.bf16, resolve_device(config.device)):
+        return (
+            "bf16: sampling with a bf16 copy of the weights, update under autocast",
+            "bf16 autocast (`bf16=True`: sampling and update)",
+        )
+    fp = "fp32 (`bf16: auto`: no native bf16 on this CPU)" if config.bf16 == "auto" else "fp32"
+    return fp, fp
+
+
 def settings_table(config: TrainConfig, size: Size, task: str) -> list[tuple[str, str, str]]:
     """``(setting, ours, TRL)`` rows: what each side was told."""
     import transformers
@@ -426,7 +588,7 @@ def settings_table(config: TrainConfig, size: Size, task: str) -> list[tuple[str
 
     r, a, rl = config.rollout, config.algorithm, config.rl
     turns = int(env_kwargs_for(config)[task]["max_turns"])
-    fp = "bf16 autocast" if resolve_bf16(config.bf16, resolve_device(config.device)) else "fp32"
+    ours_fp, trl_fp = precision(config)
     return [
         ("library", "agentgym-eppo `rl_step`", f"TRL {trl.__version__} `GRPOTrainer` "
          f"(transformers {transformers.__version__})"),
@@ -444,6 +606,9 @@ def settings_table(config: TrainConfig, size: Size, task: str) -> list[tuple[str
          f"temperature {r.temperature}, `top_k` 0, `top_p` 1"),
         ("prompt", f"`{r.prompt}`", f"`{r.prompt}` system line; template drops the tool list"
          if r.prompt == "compact" else f"`{r.prompt}`"),
+        ("chat template", "the model's own for the prompt; tool turns as `rollout/chat.py` "
+         "writes them (`TOOL_TURN`)", "the model's own, given tool results and calls in that "
+         "layout (`TRL_TURNS`)"),
         ("rollout engine", "`HFGenerateEngine` (KV cache kept across turns)",
          "`model.generate` per turn (conversation encoded again)"),
         ("loss", f"{a.advantage}, clip `{config.clip.policy}`, KL {a.kl_coef}",
@@ -451,13 +616,14 @@ def settings_table(config: TrainConfig, size: Size, task: str) -> list[tuple[str
         ("optimizer", f"AdamW lr {rl.lr}, weight decay {rl.weight_decay}, "
          f"{rl.mini_batches} step per RL step", f"AdamW lr {rl.lr} (constant), weight decay "
          f"{rl.weight_decay}, 1 step per RL step"),
-        ("precision / threads", f"{fp} / {config.threads}", f"{fp} / {config.threads}, "
-         "`gradient_checkpointing` off"),
+        ("precision / threads", f"{ours_fp} / {config.threads}", f"{trl_fp} / "
+         f"{config.threads}, `gradient_checkpointing` off"),
     ]  # fmt: skip
 
 
 def report(results: Mapping[str, Any]) -> list[str]:
     m, size = results["machine"], SIZES[results["size_name"]]
+    model, base = results["model"], results["base_model"]
     before, after = results["load_before"], results["load_after"]
     # the load after includes this run's own threads: only the load before says whether
     # something else ran
@@ -474,6 +640,9 @@ def report(results: Mapping[str, Any]) -> list[str]:
             if loaded
             else ""
         ),
+        f"- Model: `{base}`"
+        + (f", the checkpoint `{model}`" if model != base else "")
+        + ": the same weights, tokenizer and chat template on both sides.",
         f"- Size `{results['size_name']}`: {size.episodes} episodes per step in groups of "
         f"{size.group}; medians over {size.timed} timed step(s) after one warm-up; each side "
         "and family in its own process"
@@ -531,25 +700,29 @@ def report(results: Mapping[str, Any]) -> list[str]:
         "sampling after an episode has ended (its loop cannot see the end): those calls get "
         "the adapter's note and count as calls run, not as env steps.",
         "",
-        "First prompt (instance 0) in tokens, ours / TRL, and whether the ids match: "
+        "First prompt (instance 0) in tokens, ours / TRL, and whether the ids match; then "
+        "whether a tool turn (an environment's reply and the next turn's opening) does: "
         + "; ".join(
             f"{task} {e['prompt']['ours']} / {e['prompt']['trl']} "
-            f"({'same' if e['prompt']['same'] else 'differ'})"
+            f"({'same' if e['prompt']['same'] else 'differ'}, tool turn "
+            f"{'same' if e['prompt']['tool_turn_same'] else 'differs'})"
             for task, e in results["tasks"].items()
         )
         + ".",
         "",
-        "Settings (from `configs/demo-cpu.yaml` with "
-        + ", ".join(f"`{o}`" for o in OVERRIDES)
+        f"Settings (from `{results['config']}` with "
+        + ", ".join(f"`{o}`" for o in results["overrides"])
         + f"; shown for {next(iter(results['tasks']))}):",
         "",
         "| setting | ours | TRL |",
         "|---|---|---|",
     ]
     lines += [f"| {name} | {ours} | {peer} |" for name, ours, peer in results["settings"]]
+    option = f"BENCH_MODEL={model} " if model != DEFAULT_MODEL else ""
     lines += [
         "",
-        f"Run: `python -m benchmarks.run {NAME}` (`BENCH_SIZE=quick` for the smallest size).",
+        f"Run: `{option}python -m benchmarks.run {NAME}` (`BENCH_SIZE=quick` for the smallest "
+        "size).",
     ]
     return lines
 
@@ -558,19 +731,25 @@ def main(
     size_name: str | None = None,
     tasks: Sequence[str] | None = None,
     out_dir: Path = RESULTS_DIR,
+    model: str | None = None,
 ) -> dict[str, Any]:
-    """Measure every family on both sides; write ``<out_dir>/agent_step.md`` and ``.json``."""
+    """Measure every family on both sides from ``model`` (a name of :data:`SETUPS` or a
+    checkpoint folder of a run from one; default ``BENCH_MODEL``, else agentgym-tiny);
+    write ``<out_dir>/<results>.md`` and ``.json``, ``results`` its base model's
+    (``agent_step`` for agentgym-tiny)."""
     size_name = size_name or os.environ.get("BENCH_SIZE", "full")
     size = SIZES[size_name]
-    tasks = list(tasks or size.tasks)
+    model = model_argument(model or os.environ.get("BENCH_MODEL", DEFAULT_MODEL))
+    base = base_model(model)
+    setup = SETUPS[base]
+    tasks = list(tasks or setup.tasks or size.tasks)
     load_before = os.getloadavg()
-    torch.set_num_threads(int(train_config(tasks[0], size).threads or 1))
+    torch.set_num_threads(int(train_config(tasks[0], size, model).threads or 1))
     fp32_peak = matmul_peak(torch.float32)
     entries: dict[str, Any] = {}
     for task in tasks:
-        raw = {
-            side: in_subprocess({"side": side, "task": task, "size": size_name}) for side in SIDES
-        }
+        spec = {"task": task, "size": size_name, "model": model}
+        raw = {side: in_subprocess({"side": side, **spec}) for side in SIDES}
         sides = {side: summarize(result) for side, result in raw.items()}
         entries[task] = {
             **sides,
@@ -583,15 +762,21 @@ def main(
         "load_before": list(load_before),
         "load_after": list(os.getloadavg()),
         "fp32_peak_gflops": fp32_peak,
+        "model": model,
+        "base_model": base,
+        "config": str(setup.config.relative_to(ROOT)),
+        "overrides": list(setup.overrides),
         "size_name": size_name,
         "size": asdict(size),
-        "settings": settings_table(train_config(tasks[0], size), size, tasks[0]),
+        "settings": settings_table(train_config(tasks[0], size, model), size, tasks[0]),
         "tasks": entries,
     }
     lines = report(results)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_generated(out_dir / f"{NAME}.md", "\n".join(lines))
-    (out_dir / f"{NAME}.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    write_generated(out_dir / f"{setup.results}.md", "\n".join(lines))
+    (out_dir / f"{setup.results}.json").write_text(
+        json.dumps(results, indent=1) + "\n", encoding="utf-8"
+    )
     print("\n".join(lines))
     return results
 
@@ -599,8 +784,15 @@ def main(
 def _arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the smallest size")
-    parser.add_argument("--tasks", help="comma-separated families (default: the size's)")
+    parser.add_argument(
+        "--tasks", help="comma-separated families (default: the model's, else the size's)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder")
+    parser.add_argument(
+        "--model",
+        help=f"a model name ({', '.join(SETUPS)}) or a checkpoint folder of a run from one "
+        "(default: BENCH_MODEL, else agentgym-tiny)",
+    )
     parser.add_argument("--one", help="one measurement, as JSON (used by main)")
     return parser.parse_args(argv)
 
@@ -614,4 +806,5 @@ if __name__ == "__main__":
             "quick" if options.quick else None,
             options.tasks.split(",") if options.tasks else None,
             options.out,
+            options.model,
         )
