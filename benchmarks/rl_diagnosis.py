@@ -46,7 +46,14 @@ from benchmarks.machine import cpu_model, matmul_peak
 
 # what every variant sets to start from the base's checkpoint, not a change of recipe
 PLUMBING = {"output_dir", "init_checkpoint", "sft.enabled", "eval.stages", "resume"}
-RUN_FILES = ("config.yaml", "metrics.jsonl", "eval_after_sft.json", "eval_after_rl.json")
+RUN_FILES = (
+    "config.yaml",
+    "machine.jsonl",
+    "sft.json",
+    "metrics.jsonl",
+    "eval_after_sft.json",
+    "eval_after_rl.json",
+)
 
 
 def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
