@@ -67,9 +67,25 @@ def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _change(base: dict[str, Any], run: dict[str, Any]) -> str:
-    keys = sorted(k for k in set(base) | set(run) if base.get(k) != run.get(k))
-    changed = [f"{k}={run.get(k)}" for k in keys if k not in PLUMBING]
-    return ", ".join(changed) or "none (the reproduction)"
+    """The settings ``run`` changed from ``base``: keys both configs hold (a key one of
+    them lacks came with a newer trainer, at its default), less the plumbing and, for a
+    run that trained no SFT of its own, the SFT's settings.
+
+    >>> _change({"seed": 0, "sft.epochs": 2}, {"seed": 1, "sft.epochs": 3, "sft.enabled": False})
+    'seed=1'
+    """
+    skipped = PLUMBING | (
+        {k for k in run if k.startswith("sft.")} if run.get("sft.enabled") is False else set()
+    )
+    keys = sorted(k for k in set(base) & set(run) if base[k] != run[k] and k not in skipped)
+    return ", ".join(f"{k}={run[k]}" for k in keys) or "none (the reproduction)"
+
+
+def _steps(metrics: Path) -> list[dict[str, Any]]:
+    """The run's RL step records; none for a run that only evaluated (``rl.steps=0``)."""
+    return (
+        [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
+    )
 
 
 def _training_means(metrics: Path) -> dict[str, float]:
@@ -77,8 +93,7 @@ def _training_means(metrics: Path) -> dict[str, float]:
     weighted over tasks), the share of groups whose rewards differed (the only ones with
     a GRPO advantage) and the success of its training rollouts."""
     kl, entropy, clipped, success, mixed = [], [], [], [], []
-    for line in metrics.read_text().splitlines():
-        step = json.loads(line)
+    for step in _steps(metrics):
         tasks = [t for t in step["tasks"].values() if t["entropy"] is not None]  # trained
         tokens = sum(t["tokens"] for t in tasks) or 1
         kl.append(step["global"]["kl"])
@@ -102,7 +117,7 @@ def _timing(metrics: Path) -> dict[str, float]:
     """The step's time split over the run's RL steps: the median step, each part's share
     of the summed step time, and the update's counted GFLOP per second of its scoring and
     training passes."""
-    steps = [json.loads(line)["global"] for line in metrics.read_text().splitlines()]
+    steps = [step["global"] for step in _steps(metrics)]
     total = sum(s["seconds"] for s in steps) or 1.0
     parts = {k: sum(s[f"{k}_seconds"] for s in steps) for k in ("rollout", "score", "train")}
     update = parts["score"] + parts["train"]
@@ -215,13 +230,17 @@ def render(result: dict[str, Any]) -> str:
     )
     for row in result["runs"]:
         low, high = row["interval"]
+        training = (
+            f"| {row['kl']:.4f} | {row['entropy']:.3f} | {100 * row['clipped_share']:.2f}% "
+            f"| {row['mixed_groups']:.2f} | {row['train_success']:.2f} |"
+            if row["steps"]
+            else "| | | | | |"  # evaluated only: the checkpoint under another sampling seed
+        )
         lines.append(
             f"| {row['run']} | {row['change']} | "
             + " | ".join(f"{row['success'][t]:.2f}" for t in tasks)
             + f" | {row['mean']:.3f} | {row['difference']:+.3f} [{low:+.3f}, {high:+.3f}] "
-            f"| {row['p_greater']:.3g} | {row['kl']:.4f} | {row['entropy']:.3f} "
-            f"| {100 * row['clipped_share']:.2f}% | {row['mixed_groups']:.2f} "
-            f"| {row['train_success']:.2f} |"
+            f"| {row['p_greater']:.3g} " + training
         )
     return "\n".join([*lines, "", *_render_seeds(result), "", *_render_timing(result)]) + "\n"
 
@@ -247,7 +266,7 @@ def _render_timing(result: dict[str, Any]) -> list[str]:
     head = "| run | step, s (median) | rollout | scoring | training | other | update GFLOP/s |"
     head += "".join(f" share of {name} peak |" for name in peak)
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for row in result["runs"]:
+    for row in (r for r in result["runs"] if r["steps"]):
         t = row["timing"]
         lines.append(
             f"| {row['run']} | {t['step_seconds']:.1f} | {100 * t['rollout_share']:.0f}% "

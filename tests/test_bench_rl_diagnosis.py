@@ -130,3 +130,22 @@ def test_seeds_of_one_setting_pool_per_instance_and_the_step_time_is_split(
     table = render(result)
     assert "| rl.lr=2e-06 | 0, 1 | -0.125, +0.250 | +0.062 |" in table
     assert "| all | 10.0 | 40% | 20% | 30% | 10% | 100 | 100% | 50% |" in table
+
+
+def test_a_run_that_only_evaluated_is_the_noise_floor_without_training_columns(
+    tmp_path: Path,
+) -> None:
+    sft = _eval({"os": [False, True], "db": [True, False]})
+    _run(tmp_path, "all", {**BASE, "output_dir": "runs/all"}, sft, sft=sft)
+    null = {**BASE, "seed": 1, "rl": {"lr": 1e-05, "steps": 0}, "sft": {"enabled": False}}
+    _run(tmp_path, "null", null, _eval({"os": [True, True], "db": [True, False]}))
+    (tmp_path / "null" / "metrics.jsonl").unlink()  # rl.steps=0 writes no step
+
+    result = diagnose(tmp_path, "all")
+
+    row = result["runs"][1]
+    assert (row["change"], row["steps"], row["difference"]) == ("rl.steps=0, seed=1", 0, 0.25)
+    table = render(result)
+    assert "| null | rl.steps=0, seed=1 | 0.50 | 1.00 | 0.750 | +0.250 [" in table
+    assert table.count("| null |") == 1  # no time split for a run without steps
+    assert "| rl.steps=0 | 1 | +0.250 |" in table
