@@ -42,6 +42,7 @@ import torch
 import yaml
 
 from agentgym_eppo.trainer.analysis.paired_eval import compare_evals
+from agentgym_eppo.trainer.analysis.stats import mean_interval
 from benchmarks.machine import cpu_model, matmul_peak
 
 # what every variant sets to start from the base's checkpoint, not a change of recipe
@@ -130,7 +131,9 @@ def _timing(metrics: Path) -> dict[str, float]:
 
 
 def _over_seeds(study: Path, runs: list[dict[str, Any]], sft_eval: dict) -> list:
-    """Runs whose configs differ only in ``seed`` pooled into one setting."""
+    """Runs whose configs differ only in ``seed`` pooled into one setting: each seed's
+    gain, their mean with a Student-t interval over seeds, the gain pooled per instance,
+    and per task the pooled change with the one-sided sign test p that RL lowered it."""
     settings: dict[str, list[dict[str, Any]]] = {}
     for row in runs:
         setting = ", ".join(c for c in row["change"].split(", ") if not c.startswith("seed="))
@@ -139,9 +142,10 @@ def _over_seeds(study: Path, runs: list[dict[str, Any]], sft_eval: dict) -> list
     for setting, rows in settings.items():
         after = [json.loads((study / r["run"] / "eval_after_rl.json").read_text()) for r in rows]
         # per instance: the mean over the seeds' episodes against the checkpoint's
-        comparison = compare_evals(
-            sft_eval, {"episodes": [e for a in after for e in a["episodes"]]}
-        )
+        episodes = {"episodes": [e for a in after for e in a["episodes"]]}
+        comparison = compare_evals(sft_eval, episodes)
+        worse = compare_evals(episodes, sft_eval)  # its one-sided test: did RL lower it?
+        seed_level = mean_interval([r["difference"] for r in rows])
         seeds = [
             _flat(yaml.safe_load((study / r["run"] / "config.yaml").read_text()))["seed"]
             for r in rows
@@ -152,7 +156,8 @@ def _over_seeds(study: Path, runs: list[dict[str, Any]], sft_eval: dict) -> list
                 "runs": [r["run"] for r in rows],
                 "seeds": seeds,
                 "gains": [r["difference"] for r in rows],
-                "mean_gain": statistics.fmean(r["difference"] for r in rows),
+                "mean_gain": seed_level.mean,
+                "seed_interval": [seed_level.low, seed_level.high],
                 "pooled": comparison.test.difference.mean,
                 "pooled_interval": [
                     comparison.test.difference.low,
@@ -160,6 +165,7 @@ def _over_seeds(study: Path, runs: list[dict[str, Any]], sft_eval: dict) -> list
                 ],
                 "pooled_p_greater": comparison.test.p_value,
                 "pooled_by_task": {t: c.after - c.before for t, c in comparison.tasks.items()},
+                "p_lower_by_task": {t: c.test.p_value for t, c in worse.tasks.items()},
             }
         )
     return pooled
@@ -186,7 +192,8 @@ def diagnose(study: Path, base: str, peak: dict[str, Any] | None = None) -> dict
     sft_eval = json.loads((study / base / "eval_after_sft.json").read_text())
     base_config = _flat(yaml.safe_load((study / base / "config.yaml").read_text()))
     variants = [p.name for p in study.iterdir() if (p / "eval_after_rl.json").exists()]
-    runs = [base, *sorted(name for name in variants if name != base)]
+    # a base that only evaluated its checkpoint (rl.steps=0) is the reference, not a row
+    runs = sorted(variants, key=lambda name: (name != base, name))
     rows, comparisons = [], {}
     for name in runs:
         folder = study / name
@@ -207,7 +214,9 @@ def diagnose(study: Path, base: str, peak: dict[str, Any] | None = None) -> dict
                 "timing": _timing(folder / "metrics.jsonl"),
             }
         )
-    sft = comparisons[base]  # the base run played every instance the checkpoint did
+    # the base run played every instance the checkpoint did; an evaluation-only base is
+    # the checkpoint's evaluation itself
+    sft = comparisons.get(base) or compare_evals(sft_eval, sft_eval)
     return {
         "sft": {"success": {t: c.before for t, c in sft.tasks.items()}, "mean": sft.mean_before},
         "instances": {t: c.instances for t, c in sft.tasks.items()},
@@ -247,15 +256,20 @@ def render(result: dict[str, Any]) -> str:
 
 def _render_seeds(result: dict[str, Any]) -> list[str]:
     tasks = sorted(result["sft"]["success"])
-    head = "| setting | seeds | gain per seed | mean gain | pooled gain [95% CI] | p (gain > 0) | "
-    lines = [head + " | ".join(tasks) + " |", "|" + "---|" * (6 + len(tasks))]
+    head = "| setting | seeds | gain per seed | mean gain over seeds [95% CI] "
+    head += "| pooled gain [95% CI] | p (gain > 0) | "
+    head += " | ".join(f"{t} (p lower)" for t in tasks)
+    lines = [head + " |", "|" + "---|" * (6 + len(tasks))]
     for s in result["over_seeds"]:
         low, high = s["pooled_interval"]
         lines.append(
             f"| {s['setting']} | {', '.join(map(str, s['seeds']))} "
-            f"| {', '.join(f'{g:+.3f}' for g in s['gains'])} | {s['mean_gain']:+.3f} "
+            f"| {', '.join(f'{g:+.3f}' for g in s['gains'])} "
+            f"| {s['mean_gain']:+.3f} [{s['seed_interval'][0]:+.3f}, {s['seed_interval'][1]:+.3f}] "
             f"| {s['pooled']:+.3f} [{low:+.3f}, {high:+.3f}] | {s['pooled_p_greater']:.3g} | "
-            + " | ".join(f"{s['pooled_by_task'][t]:+.3f}" for t in tasks)
+            + " | ".join(
+                f"{s['pooled_by_task'][t]:+.3f} ({s['p_lower_by_task'][t]:.2g})" for t in tasks
+            )
             + " |"
         )
     return lines

@@ -128,7 +128,15 @@ def test_seeds_of_one_setting_pool_per_instance_and_the_step_time_is_split(
     assert timing["other_share"] == pytest.approx(0.1)
     assert timing["update_gflops"] == pytest.approx(1000 / 10)  # 2 x 500 GFLOP in 2 x (2 + 3) s
     table = render(result)
-    assert "| rl.lr=2e-06 | 0, 1 | -0.125, +0.250 | +0.062 |" in table
+    # over two seeds: mean 0.0625, sd 0.265, t(0.975, 1) = 12.71: half-width 2.383
+    assert changed["seed_interval"] == [
+        pytest.approx(0.0625 - 2.383, abs=1e-3),
+        pytest.approx(0.0625 + 2.383, abs=1e-3),
+    ]
+    # DB lost its one success at one seed of two: the sign test of a drop has 1 instance
+    assert changed["p_lower_by_task"]["db"] == pytest.approx(0.5)
+    assert changed["p_lower_by_task"]["os"] == 1.0
+    assert "| rl.lr=2e-06 | 0, 1 | -0.125, +0.250 | +0.062 [-2.320, +2.445] |" in table
     assert "| all | 10.0 | 40% | 20% | 30% | 10% | 100 | 100% | 50% |" in table
 
 
@@ -148,4 +156,21 @@ def test_a_run_that_only_evaluated_is_the_noise_floor_without_training_columns(
     table = render(result)
     assert "| null | rl.steps=0, seed=1 | 0.50 | 1.00 | 0.750 | +0.250 [" in table
     assert table.count("| null |") == 1  # no time split for a run without steps
-    assert "| rl.steps=0 | 1 | +0.250 |" in table
+    assert "| rl.steps=0 | 1 | +0.250 | +0.250 [+0.250, +0.250] |" in table
+
+
+def test_a_base_that_only_evaluated_its_checkpoint_is_the_reference_not_a_row(
+    tmp_path: Path,
+) -> None:
+    sft = _eval({"os": [False, True], "db": [True, False]})
+    base = tmp_path / "checkpoint"
+    base.mkdir()
+    (base / "eval_after_sft.json").write_text(json.dumps(sft))
+    (base / "config.yaml").write_text(yaml.safe_dump({**BASE, "rl": {"lr": 1e-05, "steps": 0}}))
+    _run(tmp_path, "recipe", BASE, _eval({"os": [True, True], "db": [True, False]}))
+
+    result = diagnose(tmp_path, "checkpoint")
+
+    assert [row["run"] for row in result["runs"]] == ["recipe"]
+    assert result["sft"] == {"success": {"db": 0.5, "os": 0.5}, "mean": 0.5}
+    assert result["runs"][0]["difference"] == 0.25
