@@ -188,22 +188,42 @@ def measure_peak(threads: int) -> dict[str, Any]:
     }
 
 
+def _evaluation(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def _success(evaluation: dict[str, Any]) -> dict[str, float]:
+    return {task: value["success"] for task, value in sorted(evaluation["tasks"].items())}
+
+
 def diagnose(study: Path, base: str, peak: dict[str, Any] | None = None) -> dict[str, Any]:
-    sft_eval = json.loads((study / base / "eval_after_sft.json").read_text())
+    base_eval = _evaluation(study / base / "eval_after_sft.json")
     base_config = _flat(yaml.safe_load((study / base / "config.yaml").read_text()))
-    variants = [p.name for p in study.iterdir() if (p / "eval_after_rl.json").exists()]
+    configs = {
+        p.name: _flat(yaml.safe_load((p / "config.yaml").read_text()))
+        for p in study.iterdir()
+        if (p / "eval_after_rl.json").exists()
+    }
+    # runs that trained no step (rl.steps=0) evaluated the checkpoint again under another
+    # sampling seed: pooled with the base's evaluation, they are the reference every RL
+    # run is paired with (per instance, the mean over those evaluations)
+    again = sorted(name for name, config in configs.items() if config.get("rl.steps") == 0)
+    checkpoint = [(base, base_config["seed"], base_eval)] + [
+        (name, configs[name]["seed"], _evaluation(study / name / "eval_after_rl.json"))
+        for name in again
+    ]
+    sft_eval = {"episodes": [e for _, _, evaluation in checkpoint for e in evaluation["episodes"]]}
     # a base that only evaluated its checkpoint (rl.steps=0) is the reference, not a row
-    runs = sorted(variants, key=lambda name: (name != base, name))
+    runs = sorted(set(configs) - set(again), key=lambda name: (name != base, name))
     rows, comparisons = [], {}
     for name in runs:
         folder = study / name
-        after = json.loads((folder / "eval_after_rl.json").read_text())
+        after = _evaluation(folder / "eval_after_rl.json")
         comparison = comparisons[name] = compare_evals(sft_eval, after)
-        config = _flat(yaml.safe_load((folder / "config.yaml").read_text()))
         rows.append(
             {
                 "run": name,
-                "change": _change(base_config, config),
+                "change": _change(base_config, configs[name]),
                 "success": {t: c.after for t, c in comparison.tasks.items()},
                 "mean": comparison.mean_after,
                 "difference": comparison.test.difference.mean,
@@ -217,13 +237,19 @@ def diagnose(study: Path, base: str, peak: dict[str, Any] | None = None) -> dict
     # the base run played every instance the checkpoint did; an evaluation-only base is
     # the checkpoint's evaluation itself
     sft = comparisons.get(base) or compare_evals(sft_eval, sft_eval)
-    return {
+    result = {
         "sft": {"success": {t: c.before for t, c in sft.tasks.items()}, "mean": sft.mean_before},
         "instances": {t: c.instances for t, c in sft.tasks.items()},
         "runs": rows,
         "over_seeds": _over_seeds(study, rows, sft_eval),
         "peak": peak,
     }
+    if again:
+        result["checkpoint_evaluations"] = [
+            {"run": name, "seed": seed, "success": _success(evaluation)}
+            for name, seed, evaluation in checkpoint
+        ]
+    return result
 
 
 def render(result: dict[str, Any]) -> str:
@@ -232,26 +258,40 @@ def render(result: dict[str, Any]) -> str:
     head += "| KL | entropy | clipped | mixed groups | train success |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     sft = result["sft"]
+    pooled = len(result.get("checkpoint_evaluations", [])) or 1
+    label = "SFT checkpoint" + (f" ({pooled} evaluations)" if pooled > 1 else "")
     lines.append(
-        "| SFT checkpoint | | "
+        f"| {label} | | "
         + " | ".join(f"{sft['success'][t]:.2f}" for t in tasks)
         + f" | {sft['mean']:.3f} | | | | | | | |"
     )
     for row in result["runs"]:
         low, high = row["interval"]
-        training = (
-            f"| {row['kl']:.4f} | {row['entropy']:.3f} | {100 * row['clipped_share']:.2f}% "
-            f"| {row['mixed_groups']:.2f} | {row['train_success']:.2f} |"
-            if row["steps"]
-            else "| | | | | |"  # evaluated only: the checkpoint under another sampling seed
-        )
         lines.append(
             f"| {row['run']} | {row['change']} | "
             + " | ".join(f"{row['success'][t]:.2f}" for t in tasks)
             + f" | {row['mean']:.3f} | {row['difference']:+.3f} [{low:+.3f}, {high:+.3f}] "
-            f"| {row['p_greater']:.3g} " + training
+            f"| {row['p_greater']:.3g} | {row['kl']:.4f} | {row['entropy']:.3f} "
+            f"| {100 * row['clipped_share']:.2f}% | {row['mixed_groups']:.2f} "
+            f"| {row['train_success']:.2f} |"
         )
-    return "\n".join([*lines, "", *_render_seeds(result), "", *_render_timing(result)]) + "\n"
+    tables = [lines, _render_checkpoint(result), _render_seeds(result), _render_timing(result)]
+    return "\n\n".join("\n".join(table) for table in tables if table) + "\n"
+
+
+def _render_checkpoint(result: dict[str, Any]) -> list[str]:
+    """The checkpoint's evaluations under each sampling seed: the evaluation's own noise."""
+    evaluations = result.get("checkpoint_evaluations", [])
+    if not evaluations:
+        return []
+    tasks = sorted(result["sft"]["success"])
+    lines = ["| checkpoint evaluated by | seed | " + " | ".join(tasks) + " | mean |"]
+    lines.append("|" + "---|" * (len(tasks) + 3))
+    for e in evaluations:
+        mean = statistics.fmean(e["success"][t] for t in tasks)
+        cells = " | ".join(f"{e['success'][t]:.2f}" for t in tasks)
+        lines.append(f"| {e['run']} | {e['seed']} | {cells} | {mean:.3f} |")
+    return lines
 
 
 def _render_seeds(result: dict[str, Any]) -> list[str]:
@@ -280,7 +320,7 @@ def _render_timing(result: dict[str, Any]) -> list[str]:
     head = "| run | step, s (median) | rollout | scoring | training | other | update GFLOP/s |"
     head += "".join(f" share of {name} peak |" for name in peak)
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for row in (r for r in result["runs"] if r["steps"]):
+    for row in result["runs"]:
         t = row["timing"]
         lines.append(
             f"| {row['run']} | {t['step_seconds']:.1f} | {100 * t['rollout_share']:.0f}% "

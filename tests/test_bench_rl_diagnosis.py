@@ -140,23 +140,37 @@ def test_seeds_of_one_setting_pool_per_instance_and_the_step_time_is_split(
     assert "| all | 10.0 | 40% | 20% | 30% | 10% | 100 | 100% | 50% |" in table
 
 
-def test_a_run_that_only_evaluated_is_the_noise_floor_without_training_columns(
+def test_runs_that_only_evaluated_the_checkpoint_pool_into_the_reference(
     tmp_path: Path,
 ) -> None:
     sft = _eval({"os": [False, True], "db": [True, False]})
-    _run(tmp_path, "all", {**BASE, "output_dir": "runs/all"}, sft, sft=sft)
+    sft["tasks"] = {"os": {"success": 0.5}, "db": {"success": 0.5}}
+    _run(
+        tmp_path,
+        "all",
+        {**BASE, "output_dir": "runs/all"},
+        _eval({"os": [True, True], "db": [True, False]}),
+        sft=sft,
+    )
+    # the checkpoint again under seed 1: it won OS instance 0 this time
+    again = _eval({"os": [True, True], "db": [True, False]})
+    again["tasks"] = {"os": {"success": 1.0}, "db": {"success": 0.5}}
     null = {**BASE, "seed": 1, "rl": {"lr": 1e-05, "steps": 0}, "sft": {"enabled": False}}
-    _run(tmp_path, "null", null, _eval({"os": [True, True], "db": [True, False]}))
-    (tmp_path / "null" / "metrics.jsonl").unlink()  # rl.steps=0 writes no step
+    _run(tmp_path, "null", null, again)
 
     result = diagnose(tmp_path, "all")
 
-    row = result["runs"][1]
-    assert (row["change"], row["steps"], row["difference"]) == ("rl.steps=0, seed=1", 0, 0.25)
+    assert [row["run"] for row in result["runs"]] == ["all"]
+    # per instance the mean over both evaluations: OS instance 0 at 0.5, so OS at 0.75
+    assert result["sft"] == {"success": {"db": 0.5, "os": 0.75}, "mean": 0.625}
+    assert result["runs"][0]["difference"] == pytest.approx(0.125)  # OS +0.25, DB 0
+    assert result["checkpoint_evaluations"] == [
+        {"run": "all", "seed": 0, "success": {"db": 0.5, "os": 0.5}},
+        {"run": "null", "seed": 1, "success": {"db": 0.5, "os": 1.0}},
+    ]
     table = render(result)
-    assert "| null | rl.steps=0, seed=1 | 0.50 | 1.00 | 0.750 | +0.250 [" in table
-    assert table.count("| null |") == 1  # no time split for a run without steps
-    assert "| rl.steps=0 | 1 | +0.250 | +0.250 [+0.250, +0.250] |" in table
+    assert "| SFT checkpoint (2 evaluations) | | 0.50 | 0.75 | 0.625 |" in table
+    assert "| null | 1 | 0.50 | 1.00 | 0.750 |" in table
 
 
 def test_a_base_that_only_evaluated_its_checkpoint_is_the_reference_not_a_row(
