@@ -4,11 +4,13 @@
         --out benchmarks/results/real-model/why-rl-hurt
 
 A study is a folder of runs. The base run trained the SFT checkpoint and evaluated it
-(``eval_after_sft.json``) before its own RL; every other run started RL from that
-checkpoint (``init_checkpoint``) with one setting changed, and evaluated after RL on the
-same instances (``eval.instance_seed``). For each run the table gives dev success per
-task after RL, the paired test against the SFT checkpoint's evaluation (exact sign test
-per task, permutation test of the mean over tasks, both one-sided: did RL help?), and
+(``eval_after_sft.json``) before its own RL, or only evaluated it (``rl.steps=0``, its
+``eval_after_rl.json``); every other run started RL from that checkpoint
+(``init_checkpoint``) with one setting changed, and evaluated after RL on the same
+instances (``eval.instance_seed``). For each run the table gives success per task after
+RL on the evaluated split, the paired test against the SFT checkpoint's evaluation
+(exact sign test per task, permutation test of the mean over tasks, both one-sided: did
+RL help?), and
 over its RL steps the mean per-token KL to the reference, the policy's entropy and the
 share of loss tokens the clip bound. It prints the table (Markdown); ``--out`` writes
 it with the numbers behind it (``<out>/diagnosis.md``, ``<out>/diagnosis.json``) and a
@@ -197,23 +199,25 @@ def _success(evaluation: dict[str, Any]) -> dict[str, float]:
 
 
 def diagnose(study: Path, base: str, peak: dict[str, Any] | None = None) -> dict[str, Any]:
-    base_eval = _evaluation(study / base / "eval_after_sft.json")
     base_config = _flat(yaml.safe_load((study / base / "config.yaml").read_text()))
     configs = {
         p.name: _flat(yaml.safe_load((p / "config.yaml").read_text()))
         for p in study.iterdir()
         if (p / "eval_after_rl.json").exists()
     }
-    # runs that trained no step (rl.steps=0) evaluated the checkpoint again under another
-    # sampling seed: pooled with the base's evaluation, they are the reference every RL
-    # run is paired with (per instance, the mean over those evaluations)
+    # runs that trained no step (rl.steps=0) evaluated the checkpoint (again, under their
+    # sampling seed): pooled with the base's SFT evaluation, they are the reference every
+    # RL run is paired with (per instance, the mean over those evaluations). A base that
+    # only evaluated its checkpoint is one of them.
     again = sorted(name for name, config in configs.items() if config.get("rl.steps") == 0)
-    checkpoint = [(base, base_config["seed"], base_eval)] + [
+    checkpoint = [
         (name, configs[name]["seed"], _evaluation(study / name / "eval_after_rl.json"))
         for name in again
     ]
+    if (study / base / "eval_after_sft.json").exists():
+        base_eval = _evaluation(study / base / "eval_after_sft.json")
+        checkpoint.insert(0, (base, base_config["seed"], base_eval))
     sft_eval = {"episodes": [e for _, _, evaluation in checkpoint for e in evaluation["episodes"]]}
-    # a base that only evaluated its checkpoint (rl.steps=0) is the reference, not a row
     runs = sorted(set(configs) - set(again), key=lambda name: (name != base, name))
     rows, comparisons = [], {}
     for name in runs:
@@ -241,10 +245,11 @@ def diagnose(study: Path, base: str, peak: dict[str, Any] | None = None) -> dict
         "sft": {"success": {t: c.before for t, c in sft.tasks.items()}, "mean": sft.mean_before},
         "instances": {t: c.instances for t, c in sft.tasks.items()},
         "runs": rows,
+        "reference_runs": [name for name, _, _ in checkpoint],
         "over_seeds": _over_seeds(study, rows, sft_eval),
         "peak": peak,
     }
-    if again:
+    if len(checkpoint) > 1:
         result["checkpoint_evaluations"] = [
             {"run": name, "seed": seed, "success": _success(evaluation)}
             for name, seed, evaluation in checkpoint
@@ -350,11 +355,11 @@ def main() -> None:
     table = render(result)
     print(table)
     if args.out:
-        for row in result["runs"]:
-            target = args.out / row["run"]
+        for run in dict.fromkeys([*result["reference_runs"], *(r["run"] for r in result["runs"])]):
+            target = args.out / run
             target.mkdir(parents=True, exist_ok=True)
             for name in RUN_FILES:
-                source = args.study / row["run"] / name
+                source = args.study / run / name
                 if source.exists() and source.resolve() != (target / name).resolve():
                     shutil.copyfile(source, target / name)
         (args.out / "diagnosis.json").write_text(json.dumps(result, indent=1) + "\n")

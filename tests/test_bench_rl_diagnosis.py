@@ -176,15 +176,16 @@ def test_runs_that_only_evaluated_the_checkpoint_pool_into_the_reference(
 def test_a_base_that_only_evaluated_its_checkpoint_is_the_reference_not_a_row(
     tmp_path: Path,
 ) -> None:
-    sft = _eval({"os": [False, True], "db": [True, False]})
-    base = tmp_path / "checkpoint"
-    base.mkdir()
-    (base / "eval_after_sft.json").write_text(json.dumps(sft))
-    (base / "config.yaml").write_text(yaml.safe_dump({**BASE, "rl": {"lr": 1e-05, "steps": 0}}))
+    checkpoint = _eval({"os": [False, True], "db": [True, False]})
+    only_eval = {**BASE, "rl": {"lr": 1e-05, "steps": 0}, "sft": {"enabled": False}}
+    _run(tmp_path, "checkpoint", only_eval, checkpoint)  # rl.steps=0: its eval_after_rl
+    (tmp_path / "checkpoint" / "metrics.jsonl").unlink()
     _run(tmp_path, "recipe", BASE, _eval({"os": [True, True], "db": [True, False]}))
 
     result = diagnose(tmp_path, "checkpoint")
 
     assert [row["run"] for row in result["runs"]] == ["recipe"]
+    assert result["reference_runs"] == ["checkpoint"]
+    assert "checkpoint_evaluations" not in result  # one evaluation: no table of them
     assert result["sft"] == {"success": {"db": 0.5, "os": 0.5}, "mean": 0.5}
     assert result["runs"][0]["difference"] == 0.25

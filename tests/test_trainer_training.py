@@ -932,3 +932,24 @@ def test_a_run_with_sft_and_rl_pairs_rl_against_the_sft_policy(tmp_path):
     ]
     last = text[text.index("# after_rl against after_sft") :]
     assert "| os | 4 | 0.500 | 0.750 |" in last
+
+
+def test_a_run_from_a_checkpoint_says_it_skips_the_stages_before_rl(tmp_path, tokenizer):
+    from rich.console import Console
+
+    checkpoint = tmp_path / "checkpoint"
+    _model(tokenizer).save_pretrained(checkpoint)
+    tokenizer.save_pretrained(checkpoint)
+    config = _config(
+        tmp_path / "run",
+        f"init_checkpoint={checkpoint}",
+        "sft.enabled=false",
+        "rl.steps=0",
+        "eval.stages=[after_sft, after_rl]",
+        "eval.max_instances_per_task=2",
+    )
+    console = Console(record=True, width=200)
+    run = Path(run_training(config, console))
+    assert "eval after_sft skipped: this run starts after them" in console.export_text()
+    # rl.steps=0 with after_rl is how the checkpoint itself is evaluated
+    assert (run / "eval_after_rl.json").exists() and not (run / "eval_after_sft.json").exists()

@@ -490,6 +490,11 @@ def run_training(
         if config.sft.enabled:
             trainer.sft(experts)
         trainer.evaluate("after_sft")
+    elif skipped := [s for s in ("base", "after_sft") if s in config.eval.stages]:
+        trainer.log(
+            f"eval {', '.join(skipped)} skipped: this run starts after them (a checkpoint); "
+            "rl.steps=0 with eval.stages=[after_rl] evaluates a checkpoint itself"
+        )
     last_step = (
         config.rl.steps if stop_after_step is None else min(config.rl.steps, stop_after_step)
     )
