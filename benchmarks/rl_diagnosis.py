@@ -45,6 +45,8 @@ import yaml
 
 from agentgym_eppo.trainer.analysis.paired_eval import compare_evals
 from agentgym_eppo.trainer.analysis.stats import mean_interval
+from agentgym_eppo.trainer.config import TrainConfig
+from agentgym_eppo.trainer.config.describe import config_to_dict
 from benchmarks.machine import cpu_model, matmul_peak
 
 # what every variant sets to start from the base's checkpoint, not a change of recipe
@@ -69,19 +71,26 @@ def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+# every setting at its default: what a config written before the setting existed ran at
+DEFAULTS = _flat(config_to_dict(TrainConfig()))
+
+
 def _change(base: dict[str, Any], run: dict[str, Any]) -> str:
-    """The settings ``run`` changed from ``base``: keys both configs hold (a key one of
-    them lacks came with a newer trainer, at its default), less the plumbing and, for a
-    run that trained no SFT of its own, the SFT's settings.
+    """The settings ``run`` changed from ``base``, less the plumbing and, for a run that
+    trained no SFT of its own, the SFT's settings. A key one config lacks came with a
+    newer trainer and stands at its default there.
 
     >>> _change({"seed": 0, "sft.epochs": 2}, {"seed": 1, "sft.epochs": 3, "sft.enabled": False})
     'seed=1'
+    >>> _change({"seed": 0}, {"seed": 0, "rl.warmup_steps": 3, "rl.lr": 1e-05})
+    'rl.warmup_steps=3'
     """
     skipped = PLUMBING | (
         {k for k in run if k.startswith("sft.")} if run.get("sft.enabled") is False else set()
     )
-    keys = sorted(k for k in set(base) & set(run) if base[k] != run[k] and k not in skipped)
-    return ", ".join(f"{k}={run[k]}" for k in keys) or "none (the reproduction)"
+    base, run = {**DEFAULTS, **base}, {**DEFAULTS, **run}
+    keys = sorted(k for k in set(base) | set(run) if base.get(k) != run.get(k) and k not in skipped)
+    return ", ".join(f"{k}={run.get(k)}" for k in keys) or "none (the reproduction)"
 
 
 def _steps(metrics: Path) -> list[dict[str, Any]]:
