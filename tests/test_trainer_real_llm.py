@@ -214,6 +214,8 @@ def test_every_turn_of_a_multi_turn_episode_is_trained_on_the_ids_the_engine_sam
 def test_the_real_model_plays_every_task_and_takes_an_update_step(
     model_dir: Path, tmp_path: Path
 ) -> None:
+    """The RL recipe's config (configs/real-model-rl.yaml) cut to one SFT step on one
+    expert episode each of OS, DB and KG and one RL step on every task."""
     import torch
     from safetensors.torch import load_file
 
@@ -222,24 +224,23 @@ def test_the_real_model_plays_every_task_and_takes_an_update_step(
     torch.set_num_threads(1)
     run_dir = tmp_path / "run"
     config = load_config(
-        "configs/demo-cpu.yaml",
+        "configs/real-model-rl.yaml",
         [
             f"output_dir={run_dir}",
-            f"model.path={MODEL}",
             "tasks={" + ", ".join(f"{task}: 1" for task in TASKS) + "}",
             "skip_unavailable_tasks=false",
             "threads=1",
             "bf16=false",
-            "tensorboard=false",
-            "progress=false",
-            "sft.enabled=false",
+            "sft.episodes_per_task=1",
+            "sft.episodes_by_task={alfworld: 0, webshop: 0}",  # their episodes run to 5k tokens
+            "sft.epochs=1",
+            "sft.batch_episodes=3",
             "rollout.group_size=1",
-            "rollout.prompt=full",
-            "rollout.max_turns=2",
             "rollout.max_tokens_per_turn=6",
             "rollout.temperature=1.0",
             "algorithm.kl_coef=0.0",
             "algorithm.entropy_coef=0.01",  # a gradient even where every advantage is 0
+            "rl.skip_zero_advantage=false",  # groups of 1: every advantage is 0
             "rl.steps=1",
             "rl.save_every=1",
             "eval.stages=[]",
@@ -253,6 +254,8 @@ def test_the_real_model_plays_every_task_and_takes_an_update_step(
     for task, metrics in record["tasks"].items():
         assert metrics["tokens"] > 0, task
     assert math.isfinite(record["global"]["loss"])
+    sft = json.loads((run_dir / "sft.json").read_text())
+    assert sft["episodes"] == {"os": 1, "db": 1, "kg": 1} and len(sft["losses"]) == 1
     before = load_file(model_dir / "model.safetensors")
     after = load_file(run_dir / "checkpoints" / "step_1" / "model.safetensors")
     name = "model.layers.0.mlp.down_proj.weight"
