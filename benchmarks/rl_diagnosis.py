@@ -71,6 +71,7 @@ def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+NO_CHANGE = "none (the base's recipe)"
 # every setting at its default: what a config written before the setting existed ran at
 DEFAULTS = _flat(config_to_dict(TrainConfig()))
 
@@ -84,13 +85,17 @@ def _change(base: dict[str, Any], run: dict[str, Any]) -> str:
     'seed=1'
     >>> _change({"seed": 0}, {"seed": 0, "rl.warmup_steps": 3, "rl.lr": 1e-05})
     'rl.warmup_steps=3'
+    >>> _change({"seed": 0, "rl.steps": 0}, {"seed": 2, "rl.steps": 16})
+    'seed=2'
     """
     skipped = PLUMBING | (
         {k for k in run if k.startswith("sft.")} if run.get("sft.enabled") is False else set()
     )
+    if base.get("rl.steps") == 0:  # a base that only evaluated: its runs are the recipe's
+        skipped |= {"rl.steps"}
     base, run = {**DEFAULTS, **base}, {**DEFAULTS, **run}
     keys = sorted(k for k in set(base) | set(run) if base.get(k) != run.get(k) and k not in skipped)
-    return ", ".join(f"{k}={run.get(k)}" for k in keys) or "none (the reproduction)"
+    return ", ".join(f"{k}={run.get(k)}" for k in keys) or NO_CHANGE
 
 
 def _steps(metrics: Path) -> list[dict[str, Any]]:
@@ -148,7 +153,7 @@ def _over_seeds(study: Path, runs: list[dict[str, Any]], sft_eval: dict) -> list
     settings: dict[str, list[dict[str, Any]]] = {}
     for row in runs:
         setting = ", ".join(c for c in row["change"].split(", ") if not c.startswith("seed="))
-        settings.setdefault(setting or "none (the reproduction)", []).append(row)
+        settings.setdefault(setting or NO_CHANGE, []).append(row)
     pooled = []
     for setting, rows in settings.items():
         after = [json.loads((study / r["run"] / "eval_after_rl.json").read_text()) for r in rows]

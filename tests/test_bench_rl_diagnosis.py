@@ -68,7 +68,7 @@ def test_each_variant_is_named_by_its_change_and_paired_with_the_sft_checkpoint(
     assert result["sft"]["success"] == {"db": 0.5, "os": 0.5}
     assert result["instances"] == {"db": 2, "os": 4}
     base, lr = result["runs"]
-    assert base["change"] == "none (the reproduction)"
+    assert base["change"] == "none (the base's recipe)"
     assert base["difference"] == 0.0
     assert lr["change"] == "rl.lr=2e-06"
     assert lr["success"] == {"db": 0.5, "os": 1.0}
@@ -107,8 +107,8 @@ def test_seeds_of_one_setting_pool_per_instance_and_the_step_time_is_split(
     result = diagnose(tmp_path, "all", peak={"gflops": {"fp32": 100.0, "bf16": 200.0}})
 
     settings = {s["setting"]: s for s in result["over_seeds"]}
-    assert set(settings) == {"none (the reproduction)", "rl.lr=2e-06"}
-    base = settings["none (the reproduction)"]
+    assert set(settings) == {"none (the base's recipe)", "rl.lr=2e-06"}
+    base = settings["none (the base's recipe)"]
     assert base["runs"] == ["all", "s1"] and base["seeds"] == [0, 1]
     assert base["gains"] == [0.0, pytest.approx(0.125)]
     # per instance the mean over seeds: OS +0.5 on one instance of four, DB unchanged
