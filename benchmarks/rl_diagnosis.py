@@ -367,7 +367,6 @@ def main() -> None:
     peak = json.loads(args.peak.read_text()) if args.peak else None
     result = diagnose(args.study, args.base, peak)
     table = render(result)
-    print(table)
     if args.out:
         for run in dict.fromkeys([*result["reference_runs"], *(r["run"] for r in result["runs"])]):
             target = args.out / run
@@ -378,6 +377,7 @@ def main() -> None:
                     shutil.copyfile(source, target / name)
         (args.out / "diagnosis.json").write_text(json.dumps(result, indent=1) + "\n")
         (args.out / "diagnosis.md").write_text(table)
+    print(table)
 
 
 if __name__ == "__main__":
