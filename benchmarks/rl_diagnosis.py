@@ -47,6 +47,7 @@ from agentgym_eppo.trainer.analysis.paired_eval import compare_evals
 from agentgym_eppo.trainer.analysis.stats import mean_interval
 from agentgym_eppo.trainer.config import TrainConfig
 from agentgym_eppo.trainer.config.describe import config_to_dict
+from agentgym_eppo.trainer.devices import resolve_bf16
 from benchmarks.machine import cpu_model, matmul_peak
 
 # what every variant sets to start from the base's checkpoint, not a change of recipe
@@ -130,11 +131,21 @@ def _training_means(metrics: Path) -> dict[str, float]:
     }
 
 
-def _timing(metrics: Path) -> dict[str, float]:
+def _precision(folder: Path, config: dict[str, Any]) -> str | None:
+    """The precision the run's update ran in: its ``bf16`` setting on its machine (None for
+    a run folder without the machine's record)."""
+    if not (folder / "machine.jsonl").exists():
+        return None
+    machine = json.loads((folder / "machine.jsonl").read_text().splitlines()[0])
+    bf16 = {**DEFAULTS, **config}["bf16"]
+    return "bf16" if resolve_bf16(bf16, torch.device("cpu"), machine) else "fp32"
+
+
+def _timing(folder: Path, config: dict[str, Any]) -> dict[str, Any]:
     """The step's time split over the run's RL steps: the median step, each part's share
     of the summed step time, and the update's counted GFLOP per second of its scoring and
-    training passes."""
-    steps = [step["global"] for step in _steps(metrics)]
+    training passes, with the precision they ran in."""
+    steps = [step["global"] for step in _steps(folder / "metrics.jsonl")]
     total = sum(s["seconds"] for s in steps) or 1.0
     parts = {k: sum(s[f"{k}_seconds"] for s in steps) for k in ("rollout", "score", "train")}
     update = parts["score"] + parts["train"]
@@ -143,6 +154,7 @@ def _timing(metrics: Path) -> dict[str, float]:
         **{f"{k}_share": v / total for k, v in parts.items()},
         "other_share": 1.0 - sum(parts.values()) / total,
         "update_gflops": sum(s["update_gflop"] for s in steps) / update if update else 0.0,
+        "precision": _precision(folder, config),
     }
 
 
@@ -249,7 +261,7 @@ def diagnose(study: Path, base: str, peak: dict[str, Any] | None = None) -> dict
                 "p_greater": comparison.test.p_value,
                 "p_by_task": {t: c.test.p_value for t, c in comparison.tasks.items()},
                 **_training_means(folder / "metrics.jsonl"),
-                "timing": _timing(folder / "metrics.jsonl"),
+                "timing": _timing(folder, configs[name]),
             }
         )
     # the base run played every instance the checkpoint did; an evaluation-only base is
@@ -337,15 +349,21 @@ def _render_seeds(result: dict[str, Any]) -> list[str]:
 def _render_timing(result: dict[str, Any]) -> list[str]:
     peak = (result.get("peak") or {}).get("gflops", {})
     head = "| run | step, s (median) | rollout | scoring | training | other | update GFLOP/s |"
-    head += "".join(f" share of {name} peak |" for name in peak)
+    head += " precision | share of its matmul peak |" if peak else ""
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for row in result["runs"]:
         t = row["timing"]
+        precision = t["precision"]
+        share = (
+            f" {precision} | {100 * t['update_gflops'] / peak[precision]:.0f}% |"
+            if precision and peak
+            else " | |"
+        )
         lines.append(
             f"| {row['run']} | {t['step_seconds']:.1f} | {100 * t['rollout_share']:.0f}% "
             f"| {100 * t['score_share']:.0f}% | {100 * t['train_share']:.0f}% "
             f"| {100 * t['other_share']:.0f}% | {t['update_gflops']:.0f} |"
-            + "".join(f" {100 * t['update_gflops'] / g:.0f}% |" for g in peak.values())
+            + (share if peak else "")
         )
     return lines
 

@@ -45,6 +45,8 @@ def _run(root: Path, name: str, config: dict, after: dict, sft: dict | None = No
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     (folder / "metrics.jsonl").write_text(_step(0.01) + "\n" + _step(0.03) + "\n")
     (folder / "eval_after_rl.json").write_text(json.dumps(after))
+    machine = {"cpu_flags": ["avx2", "avx512_bf16"], "kernels": "AVX512"}
+    (folder / "machine.jsonl").write_text(json.dumps(machine) + "\n")
     if sft is not None:
         (folder / "eval_after_sft.json").write_text(json.dumps(sft))
 
@@ -104,6 +106,9 @@ def test_seeds_of_one_setting_pool_per_instance_and_the_step_time_is_split(
         _eval({"os": [True, True, True, True], "db": [True, False]}),
     )
 
+    (tmp_path / "lr1" / "machine.jsonl").write_text(
+        json.dumps({"cpu_flags": ["avx2"], "kernels": "AVX2"})
+    )
     result = diagnose(tmp_path, "all", peak={"gflops": {"fp32": 100.0, "bf16": 200.0}})
 
     settings = {s["setting"]: s for s in result["over_seeds"]}
@@ -137,7 +142,9 @@ def test_seeds_of_one_setting_pool_per_instance_and_the_step_time_is_split(
     assert changed["p_lower_by_task"]["db"] == pytest.approx(0.5)
     assert changed["p_lower_by_task"]["os"] == 1.0
     assert "| rl.lr=2e-06 | 0, 1 | -0.125, +0.250 | +0.062 [-2.320, +2.445] |" in table
-    assert "| all | 10.0 | 40% | 20% | 30% | 10% | 100 | 100% | 50% |" in table
+    # bf16: auto ran bf16 on a machine with native bf16, fp32 on one without
+    assert "| all | 10.0 | 40% | 20% | 30% | 10% | 100 | bf16 | 50% |" in table
+    assert "| lr1 | 10.0 | 40% | 20% | 30% | 10% | 100 | fp32 | 100% |" in table
 
 
 def test_runs_that_only_evaluated_the_checkpoint_pool_into_the_reference(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,21 +48,25 @@ def check_bf16(setting: object) -> None:
         raise ValueError(f"bf16 must be auto, true or false, got {setting!r}")
 
 
-def resolve_bf16(setting: bool | str, device: torch.device) -> bool:
+def resolve_bf16(
+    setting: bool | str, device: torch.device, machine: Mapping[str, Any] | None = None
+) -> bool:
     """``auto``: where the model runs on a GPU, or on a CPU with native bf16 (avx512_bf16 /
     AMX) whose kernels torch runs at AVX-512. With the kernels held to AVX2
     (``ATEN_CPU_CAPABILITY=avx2``), bf16 is emulated and several times slower than fp32,
     so ``auto`` gives fp32 there. A model kept on the CPU of a GPU machine is judged by
-    its CPU.
+    its CPU: this one's, or ``machine`` (a run's record of :func:`describe_machine`).
 
     >>> resolve_bf16("auto", torch.device("cuda"))
     True
+    >>> resolve_bf16("auto", torch.device("cpu"), {"cpu_flags": ["avx2"], "kernels": "AVX2"})
+    False
     """
     if isinstance(setting, bool):
         return setting
     if device.type == "cuda":
         return True
-    machine = describe_machine()
+    machine = machine or describe_machine()
     native = {"avx512_bf16", "amx_bf16"} & set(machine["cpu_flags"])
     return bool(native) and machine["kernels"] == "AVX512"
 
