@@ -100,10 +100,8 @@ def _change(base: dict[str, Any], run: dict[str, Any]) -> str:
 
 
 def _steps(metrics: Path) -> list[dict[str, Any]]:
-    """The run's RL step records; none for a run that only evaluated (``rl.steps=0``)."""
-    return (
-        [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
-    )
+    """The run's RL step records."""
+    return [json.loads(line) for line in metrics.read_text().splitlines()]
 
 
 def _training_means(metrics: Path) -> dict[str, float]:
@@ -158,7 +156,12 @@ def _timing(folder: Path, config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _over_seeds(study: Path, runs: list[dict[str, Any]], sft_eval: dict) -> list:
+def _over_seeds(
+    runs: list[dict[str, Any]],
+    sft_eval: dict,
+    configs: dict[str, dict[str, Any]],
+    evaluations: dict[str, dict[str, Any]],
+) -> list:
     """Runs whose configs differ only in ``seed`` pooled into one setting: each seed's
     gain, their mean with a Student-t interval over seeds, the gain pooled per instance,
     and per task the pooled change with the one-sided sign test p that RL lowered it."""
@@ -168,16 +171,13 @@ def _over_seeds(study: Path, runs: list[dict[str, Any]], sft_eval: dict) -> list
         settings.setdefault(setting or NO_CHANGE, []).append(row)
     pooled = []
     for setting, rows in settings.items():
-        after = [json.loads((study / r["run"] / "eval_after_rl.json").read_text()) for r in rows]
+        after = [evaluations[r["run"]] for r in rows]
         # per instance: the mean over the seeds' episodes against the checkpoint's
         episodes = {"episodes": [e for a in after for e in a["episodes"]]}
         comparison = compare_evals(sft_eval, episodes)
         worse = compare_evals(episodes, sft_eval)  # its one-sided test: did RL lower it?
         seed_level = mean_interval([r["difference"] for r in rows])
-        seeds = [
-            _flat(yaml.safe_load((study / r["run"] / "config.yaml").read_text()))["seed"]
-            for r in rows
-        ]
+        seeds = [configs[r["run"]]["seed"] for r in rows]
         pooled.append(
             {
                 "setting": setting,
@@ -245,10 +245,10 @@ def diagnose(study: Path, base: str, peak: dict[str, Any] | None = None) -> dict
         checkpoint.insert(0, (base, base_config["seed"], base_eval))
     sft_eval = {"episodes": [e for _, _, evaluation in checkpoint for e in evaluation["episodes"]]}
     runs = sorted(set(configs) - set(again), key=lambda name: (name != base, name))
-    rows, comparisons = [], {}
+    rows, comparisons, evaluations = [], {}, {}
     for name in runs:
         folder = study / name
-        after = _evaluation(folder / "eval_after_rl.json")
+        after = evaluations[name] = _evaluation(folder / "eval_after_rl.json")
         comparison = comparisons[name] = compare_evals(sft_eval, after)
         rows.append(
             {
@@ -272,7 +272,7 @@ def diagnose(study: Path, base: str, peak: dict[str, Any] | None = None) -> dict
         "instances": {t: c.instances for t, c in sft.tasks.items()},
         "runs": rows,
         "reference_runs": [name for name, _, _ in checkpoint],
-        "over_seeds": _over_seeds(study, rows, sft_eval),
+        "over_seeds": _over_seeds(rows, sft_eval, configs, evaluations),
         "peak": peak,
     }
     if len(checkpoint) > 1:
@@ -353,18 +353,16 @@ def _render_timing(result: dict[str, Any]) -> list[str]:
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for row in result["runs"]:
         t = row["timing"]
-        precision = t["precision"]
-        share = (
-            f" {precision} | {100 * t['update_gflops'] / peak[precision]:.0f}% |"
-            if precision and peak
-            else " | |"
-        )
-        lines.append(
+        line = (
             f"| {row['run']} | {t['step_seconds']:.1f} | {100 * t['rollout_share']:.0f}% "
             f"| {100 * t['score_share']:.0f}% | {100 * t['train_share']:.0f}% "
             f"| {100 * t['other_share']:.0f}% | {t['update_gflops']:.0f} |"
-            + (share if peak else "")
         )
+        if peak:  # the share of the peak of the precision the run's update ran in
+            precision = t["precision"]
+            share = f" {precision} | {100 * t['update_gflops'] / peak[precision]:.0f}% |"
+            line += share if precision else " | |"
+        lines.append(line)
     return lines
 
 
