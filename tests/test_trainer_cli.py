@@ -78,7 +78,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 
 @pytest.mark.parametrize(
-    "name", ["train", "pretrain", "eval", "fetch-model", "diagnose", "compare"]
+    "name", ["train", "pretrain", "eval", "fetch-model", "diagnose", "paired", "compare"]
 )
 def test_every_subcommand_help_describes_each_argument_and_shows_defaults(name):
     sub = _subcommands(build_parser())[name]
@@ -130,3 +130,37 @@ def test_a_checkpoint_without_a_card_takes_the_prompt_of_its_runs_config(tmp_pat
     assert read_policy_card(checkpoint) is None
     (run / "config.yaml").write_text("rollout:\n  prompt: compact\n")
     assert read_policy_card(checkpoint) == {"prompt_style": "compact", "call_format": "hermes"}
+
+
+def _evaluation(path, successes):
+    episodes = [
+        {"task_id": task, "sample_id": f"{task}-{i}", "success": bool(s), "reward": float(s)}
+        for task, values in successes.items()
+        for i, s in enumerate(values)
+    ]
+    path.write_text(json.dumps({"episodes": episodes}))
+    return str(path)
+
+
+def test_paired_compares_two_evaluations_instance_by_instance(tmp_path, capsys):
+    before = _evaluation(tmp_path / "a.json", {"os": [0, 0, 1, 0], "db": [1, 1]})
+    after = _evaluation(tmp_path / "b.json", {"os": [1, 1, 1, 0], "db": [0, 1]})
+    assert main(["paired", before, after, "--before-name", "sft", "--after-name", "rl"]) == 0
+    table = capsys.readouterr().out
+    assert "| task | instances | success sft | success rl |" in table
+    assert "| os | 4 | 0.250 | 0.750 |" in table
+    assert "| db | 2 | 1.000 | 0.500 |" in table
+    assert main(["paired", before, after, "--tasks", "os"]) == 0
+    only_os = capsys.readouterr().out
+    assert "| os | 4 |" in only_os and "| db |" not in only_os
+
+
+def test_paired_refuses_a_file_that_is_not_an_evaluation_in_one_line(tmp_path, capsys):
+    before = _evaluation(tmp_path / "a.json", {"os": [0, 1]})
+    (tmp_path / "config.json").write_text(json.dumps({"seed": 0}))
+    assert main(["paired", before, str(tmp_path / "config.json")]) == 1
+    error = capsys.readouterr().err.strip()
+    assert "config.json: not an evaluation" in error and "\n" not in error
+    other = _evaluation(tmp_path / "c.json", {"kg": [1]})
+    assert main(["paired", before, other]) == 1
+    assert "share no instance" in capsys.readouterr().err

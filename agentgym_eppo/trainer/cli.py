@@ -6,6 +6,7 @@ agentgym-eppo eval --checkpoint RUN_DIR/checkpoints/sft --tasks db kg [--split d
 agentgym-eppo eval --endpoint http://127.0.0.1:30000/v1 --model NAME --tasks os db
 agentgym-eppo fetch-model smollm2-135m-instruct
 agentgym-eppo diagnose RUN_DIR
+agentgym-eppo paired RUN_A/eval_after_sft.json RUN_B/eval_after_rl.json [--tasks os,db]
 agentgym-eppo compare configs/compare.yaml
 agentgym-eppo serve --task db [--host 127.0.0.1] [--port 8000] [--max-sessions 64]
 """
@@ -17,6 +18,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
 from agentgym_eppo.registration import ENVIRONMENTS
@@ -156,6 +158,32 @@ def _diagnose(args: argparse.Namespace) -> int:
     from .analysis.report import diagnose_run
 
     print(diagnose_run(args.run_dir))
+    return 0
+
+
+def _paired(args: argparse.Namespace) -> int:
+    from .analysis.paired_eval import comparison_table, compare_evals
+
+    def read(path: str) -> dict[str, Any]:
+        try:
+            evaluation = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise CLIError(f"{path}: not a readable evaluation JSON ({error})") from error
+        if not isinstance(evaluation, dict) or not isinstance(evaluation.get("episodes"), list):
+            raise CLIError(f"{path}: not an evaluation (no list of episodes)")
+        if args.tasks:
+            wanted = set(args.tasks.split(","))
+            evaluation = {
+                "episodes": [e for e in evaluation["episodes"] if e.get("task_id") in wanted]
+            }
+        return evaluation
+
+    before, after = read(args.before), read(args.after)
+    try:
+        comparison = compare_evals(before, after)
+    except ValueError as error:
+        raise CLIError(str(error)) from error
+    print(comparison_table(comparison, args.before_name, args.after_name))
     return 0
 
 
@@ -299,6 +327,18 @@ def build_parser() -> argparse.ArgumentParser:
     diagnose = command("diagnose", "entropy diagnostics and plots of a run")
     diagnose.add_argument("run_dir", help="a run folder written by agentgym-eppo train")
     diagnose.set_defaults(handler=_diagnose)
+
+    paired = command(
+        "paired",
+        "two evaluations of the same instances compared instance by instance (one-sided: "
+        "is AFTER better?)",
+    )
+    paired.add_argument("before", help="an evaluation JSON (eval_*.json of a run, or eval --output)")
+    paired.add_argument("after", help="an evaluation JSON of the same instances")
+    paired.add_argument("--tasks", help="comma-separated task ids to compare (default: all shared)")
+    paired.add_argument("--before-name", default="before", help="the BEFORE column's name")
+    paired.add_argument("--after-name", default="after", help="the AFTER column's name")
+    paired.set_defaults(handler=_paired)
 
     compare = command("compare", "train several clip policies from one SFT checkpoint and compare")
     compare.add_argument("config", help="comparison YAML (see configs/compare-cpu.yaml)")
