@@ -735,6 +735,58 @@ def test_an_sft_only_run_without_evaluations_leaves_its_checkpoint(tmp_path):
     assert not list(run_dir.glob("eval_*.json"))
 
 
+def test_a_run_killed_mid_sft_resumes_the_sft_to_the_weights_of_one_never_stopped(
+    tmp_path, monkeypatch
+):
+    from rich.console import Console
+
+    import agentgym_eppo.trainer.run as run_module
+
+    options = [
+        "rl.steps=0",
+        "eval.stages=[]",
+        "sft.epochs=3",
+        "sft.batch_episodes=2",
+        "sft.held_out_per_task=1",
+        "sft.held_out_every=1",
+        "sft.save_every=2",
+    ]
+    straight = Path(run_training(_config(tmp_path / "straight", *options)))
+
+    class Killed(Exception):
+        pass
+
+    saving = run_module.save_checkpoint
+
+    def save_then_die(directory, *args, **kwargs):
+        saving(directory, *args, **kwargs)
+        raise Killed  # the process dies right after the first SFT state is written
+
+    monkeypatch.setattr(run_module, "save_checkpoint", save_then_die)
+    with pytest.raises(Killed):
+        run_training(_config(tmp_path / "resumed", *options))
+    monkeypatch.undo()
+    states = tmp_path / "resumed" / "sft_state"
+    assert (states / "latest").read_text() == "step_2\n"
+    # ... or in the middle of writing the next one: its staging folder is left half done
+    (states / "step_4.tmp").mkdir()
+    (states / "step_4.tmp" / "model.safetensors").write_bytes(b"cut off")
+    console = Console(record=True, width=200)
+    resumed = Path(run_training(_config(tmp_path / "resumed", "resume=true", *options), console))
+    assert "resuming the SFT after step 2 from" in console.export_text()
+    a, b = (json.loads((run / "sft.json").read_text()) for run in (straight, resumed))
+    assert len(a["losses"]) > 4 and a["losses"] == b["losses"]
+    assert (a["held_out_curve"], a["best_step"]) == (b["held_out_curve"], b["best_step"])
+    weights = [
+        (run / "checkpoints" / "sft" / "model.safetensors").read_bytes()
+        for run in (straight, resumed)
+    ]
+    assert weights[0] == weights[1]
+    # the half-written folder is gone, and only the newest state is kept
+    last = (len(b["losses"]) - 1) // 2 * 2
+    assert sorted(path.name for path in states.iterdir()) == ["latest", f"step_{last}"]
+
+
 def test_eval_plays_fewer_instances_of_the_tasks_named_in_instances_by_task(tokenizer):
     from agentgym_eppo.trainer.rollout.episodes import RolloutLimits
     from agentgym_eppo.trainer.rollout.evaluation import evaluate_policy
