@@ -414,6 +414,53 @@ def test_sft_steps_follow_the_schedule(tokenizer, monkeypatch):
     assert rates == pytest.approx([1e-2, 1e-2, 7.75e-3, 3.25e-3, 1e-3])
 
 
+@pytest.mark.parametrize("resume_after", [3, 4, 5])
+def test_an_sft_resumed_from_its_saved_state_ends_as_one_never_stopped(
+    tmp_path, tokenizer, resume_after
+):
+    # six transcripts in batches of two: three steps an epoch, so step 3 stops the SFT at
+    # an epoch's end, 4 or 5 mid-epoch; the held-out episode wants other tokens, so its
+    # best weights come early (step 2) and are the saved state's, not the last
+    from agentgym_eppo.trainer.training.checkpoint import load_trainer_state, save_checkpoint
+    from agentgym_eppo.trainer.training.models import load_policy
+
+    trained = [Transcript([5, 6, 7 + i, 8, 9 + i], [0, 0, 1, 1, 1]) for i in range(6)]
+    held = [Transcript([5, 6, 20, 21, 22], [0, 0, 1, 1, 1])]
+    settings = {
+        "epochs": 3,
+        "lr": 1e-2,
+        "batch_episodes": 2,
+        "micro_batch_tokens": 64,
+        "pad_token_id": 0,
+        "warmup_fraction": 0.2,
+        "final_lr_fraction": 0.1,
+    }
+    model = _model(tokenizer)
+
+    def save(state):
+        save_checkpoint(tmp_path / f"step_{state['step']}", model, tokenizer, state)
+
+    straight = EarlyStop(held, every=1)
+    losses = sft_train(model, trained, early_stop=straight, save_every=1, on_save=save, **settings)
+    assert sorted(int(p.name[5:]) for p in tmp_path.glob("step_*")) == list(range(1, 9))
+    assert 0 < straight.best_step < resume_after
+    rng_after = torch.get_rng_state()
+    torch.rand(1)  # the process draws on; the resume puts the saved RNG states back
+    saved = tmp_path / f"step_{resume_after}"
+    state = load_trainer_state(saved / "trainer_state.pt")
+    resumed_model, _ = load_policy(saved)
+    resumed = EarlyStop(held, every=1)
+    assert sft_train(resumed_model, trained, early_stop=resumed, resume=state, **settings) == losses
+    assert (resumed.curve, resumed.best_step) == (straight.curve, straight.best_step)
+    assert torch.equal(torch.get_rng_state(), rng_after)
+    resumed_weights = resumed_model.state_dict()
+    for name, value in model.state_dict().items():
+        assert torch.equal(resumed_weights[name], value), name
+    # other transcripts than the state's: refused, not trained on
+    with pytest.raises(ValueError, match=r"saved for 6 trained and 1 held-out transcripts .* 5 "):
+        sft_train(_model(tokenizer), trained[1:], early_stop=resumed, resume=state, **settings)
+
+
 def _config(tmp_path: Path, *extra: str):
     return load_config(
         None,
@@ -608,6 +655,7 @@ def test_config_reads_yaml_and_applies_overrides(tmp_path):
         ("rl.steps=many", r"rl.steps: expected int, got 'many'"),
         ("rl.warmup_steps=1.5", r"^rl.warmup_steps: expected int, got 1.5$"),
         ("rl.dynamic_sampling_rounds=0", r"^rl.dynamic_sampling_rounds must be >= 1 \(1 = off\)$"),
+        ("sft.save_every=-1", r"^sft.save_every must be >= 0 \(0 = off\)$"),
         ("eval.tasks=[]", r"^eval.tasks must name at least one task"),
         ("eval.slots_per_task=0", r"^eval.slots_per_task must be >= 1$"),
         ("seed", r"an override is key=value"),
@@ -685,6 +733,58 @@ def test_an_sft_only_run_without_evaluations_leaves_its_checkpoint(tmp_path):
     card = json.loads((run_dir / "checkpoints" / "sft" / "agentgym_policy.json").read_text())
     assert card == {"prompt_style": "compact", "call_format": "hermes"}
     assert not list(run_dir.glob("eval_*.json"))
+
+
+def test_a_run_killed_mid_sft_resumes_the_sft_to_the_weights_of_one_never_stopped(
+    tmp_path, monkeypatch
+):
+    from rich.console import Console
+
+    import agentgym_eppo.trainer.run as run_module
+
+    options = [
+        "rl.steps=0",
+        "eval.stages=[]",
+        "sft.epochs=3",
+        "sft.batch_episodes=2",
+        "sft.held_out_per_task=1",
+        "sft.held_out_every=1",
+        "sft.save_every=2",
+    ]
+    straight = Path(run_training(_config(tmp_path / "straight", *options)))
+
+    class Killed(Exception):
+        pass
+
+    saving = run_module.save_checkpoint
+
+    def save_then_die(directory, *args, **kwargs):
+        saving(directory, *args, **kwargs)
+        raise Killed  # the process dies right after the first SFT state is written
+
+    monkeypatch.setattr(run_module, "save_checkpoint", save_then_die)
+    with pytest.raises(Killed):
+        run_training(_config(tmp_path / "resumed", *options))
+    monkeypatch.undo()
+    states = tmp_path / "resumed" / "sft_state"
+    assert (states / "latest").read_text() == "step_2\n"
+    # ... or in the middle of writing the next one: its staging folder is left half done
+    (states / "step_4.tmp").mkdir()
+    (states / "step_4.tmp" / "model.safetensors").write_bytes(b"cut off")
+    console = Console(record=True, width=200)
+    resumed = Path(run_training(_config(tmp_path / "resumed", "resume=true", *options), console))
+    assert "resuming the SFT after step 2 from" in console.export_text()
+    a, b = (json.loads((run / "sft.json").read_text()) for run in (straight, resumed))
+    assert len(a["losses"]) > 4 and a["losses"] == b["losses"]
+    assert (a["held_out_curve"], a["best_step"]) == (b["held_out_curve"], b["best_step"])
+    weights = [
+        (run / "checkpoints" / "sft" / "model.safetensors").read_bytes()
+        for run in (straight, resumed)
+    ]
+    assert weights[0] == weights[1]
+    # the half-written folder is gone, and only the newest state is kept
+    last = (len(b["losses"]) - 1) // 2 * 2
+    assert sorted(path.name for path in states.iterdir()) == ["latest", f"step_{last}"]
 
 
 def test_eval_plays_fewer_instances_of_the_tasks_named_in_instances_by_task(tokenizer):

@@ -5,7 +5,8 @@ Stages, each skipped when the config says so or a resume already passed it:
 1. the policy: a saved checkpoint (``init_checkpoint``, ``model.path``), or a tiny
    Qwen2 plus a BPE tokenizer trained on the expert trajectories' text;
 2. ``eval_base.json`` (the policy before any training); SFT on expert trajectories (``checkpoints/sft``);
-   ``eval_after_sft.json``;
+   ``eval_after_sft.json``; a state every ``sft.save_every`` SFT steps (``sft_state/``), from
+   which a resume without an RL checkpoint continues the SFT on the re-recorded experts;
 3. RL: per step, every slot of the ``MultiTaskVectorEnv`` plays one episode (G slots
    per task instance), then one :class:`~.update.PolicyUpdater` step; metrics to
    ``metrics.jsonl``/TensorBoard, a checkpoint every ``rl.save_every`` steps;
@@ -215,7 +216,8 @@ class Trainer:
         )
         return episodes
 
-    def sft(self, experts: Sequence[Any]) -> None:
+    def sft(self, experts: Sequence[Any], resume_state: Mapping[str, Any] | None = None) -> None:
+        """The SFT stage; ``resume_state`` (from ``sft_state/``) continues an interrupted one."""
         assert self.model is not None
         s = self.config.sft
         experts, held_out = split_held_out(experts, s.held_out_per_task)
@@ -246,6 +248,11 @@ class Trainer:
             def on_step(k: int, total: int, loss: float) -> None:
                 progress.update(bar, completed=k, total=total, description=f"SFT loss {loss:.3f}")
 
+            def on_save(state: dict[str, Any]) -> None:
+                assert self.model is not None
+                directory = self.run_dir / SFT_STATE / f"step_{state['step']}"
+                save_checkpoint(directory, self.model, self.tokenizer, state, keep=1)
+
             if s.gradient_checkpointing:
                 set_gradient_checkpointing(self.model, True)
             losses = sft_train(
@@ -262,6 +269,9 @@ class Trainer:
                 final_lr_fraction=s.final_lr_fraction,
                 on_step=on_step,
                 early_stop=early_stop,
+                save_every=s.save_every,
+                on_save=on_save,
+                resume=resume_state,
             )
             if s.gradient_checkpointing:  # RL's update keeps its activations
                 set_gradient_checkpointing(self.model, False)
@@ -419,6 +429,11 @@ class Trainer:
         return progress_bar(self.console, self.live_bar)
 
 
+SFT_STATE = "sft_state"
+"""The run folder's SFT states (``step_N``, ``latest``): the weights, tokenizer and
+``trainer_state.pt`` of :func:`~agentgym_eppo.trainer.training.sft.sft_train`'s saves."""
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -432,27 +447,35 @@ class RunPlan:
     ``policy_from`` is the directory the policy loads from (a resumed run's checkpoint,
     ``init_checkpoint``, ``model.path``), None to build a tiny model on the experts' text;
     ``warm_start`` runs the before-RL stages (evaluations and SFT), which a resumed run
-    and a run from ``init_checkpoint`` have behind them.
+    and a run from ``init_checkpoint`` have behind them. ``sft_state`` is the SFT state a
+    run killed mid-SFT resumes from: its base evaluation is behind it, and the experts are
+    recorded again (from the run's seed, the same episodes; the SFT checks their lengths).
     """
 
     policy_from: str | Path | None
     record_experts: bool
     warm_start: bool
     resume_state: Mapping[str, Any] | None = None
+    sft_state: Mapping[str, Any] | None = None
 
 
-def plan_run(config: TrainConfig, resume: ResumePoint | None) -> RunPlan:
-    """The :class:`RunPlan` of ``config``, resuming from ``resume`` when it is given.
+def plan_run(
+    config: TrainConfig, resume: ResumePoint | None, sft_resume: ResumePoint | None = None
+) -> RunPlan:
+    """The :class:`RunPlan` of ``config``, resuming from ``resume`` (an RL checkpoint) or
+    else ``sft_resume`` (an SFT state) when one is given.
 
     >>> plan_run(TrainConfig(init_checkpoint="runs/a/checkpoints/sft"), None)
-    RunPlan(policy_from='runs/a/checkpoints/sft', record_experts=False, warm_start=False, resume_state=None)
+    RunPlan(policy_from='runs/a/checkpoints/sft', record_experts=False, warm_start=False, resume_state=None, sft_state=None)
     >>> plan_run(TrainConfig(), None)
-    RunPlan(policy_from=None, record_experts=True, warm_start=True, resume_state=None)
+    RunPlan(policy_from=None, record_experts=True, warm_start=True, resume_state=None, sft_state=None)
     """
     if resume is not None:
         return RunPlan(resume.directory, False, False, resume.state)
     if config.init_checkpoint is not None:
         return RunPlan(config.init_checkpoint, False, False)
+    if sft_resume is not None and config.sft.enabled:
+        return RunPlan(sft_resume.directory, True, True, sft_state=sft_resume.state)
     return RunPlan(config.model.path, config.records_expert_episodes, True)
 
 
@@ -476,19 +499,25 @@ def run_training(
     dump_config(config, run_dir / "config.yaml")
     started = time.perf_counter()
     resume = latest_checkpoint(run_dir / "checkpoints") if config.resume else None
+    sft_resume = (
+        latest_checkpoint(run_dir / SFT_STATE) if config.resume and resume is None else None
+    )
     if resume is not None:
         trainer.log(f"resuming after RL step {resume.state['step']} from {resume.directory}")
     record_machine(run_dir, describe_machine(), resume.state["step"] if resume else None)
-    plan = plan_run(config, resume)
+    plan = plan_run(config, resume, sft_resume)
+    if plan.sft_state is not None:
+        trainer.log(f"resuming the SFT after step {plan.sft_state['step']} from {plan.policy_from}")
     experts = trainer.record_experts() if plan.record_experts else []
     if plan.policy_from is not None:
         trainer.load_policy(plan.policy_from)
     else:
         trainer.build_policy(list(corpus(experts)))
     if plan.warm_start:
-        trainer.evaluate("base")
+        if plan.sft_state is None:
+            trainer.evaluate("base")
         if config.sft.enabled:
-            trainer.sft(experts)
+            trainer.sft(experts, plan.sft_state)
         trainer.evaluate("after_sft")
     elif skipped := [s for s in ("base", "after_sft") if s in config.eval.stages]:
         trainer.log(

@@ -124,6 +124,11 @@ class SFTConfig:
         "ends it early (the best weights are kept all the same). Default: off (0).",
         0,
     )
+    save_every: int = _help(
+        "Optimizer steps between two saves of the SFT's state (sft_state/ in the run "
+        "folder), from which resume=true continues an SFT killed mid-stage. Default: off (0).",
+        0,
+    )
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.warmup_fraction < 1.0 and 0.0 <= self.final_lr_fraction <= 1.0):
@@ -134,6 +139,8 @@ class SFTConfig:
             raise ValueError(
                 "sft.held_out_per_task and sft.patience must be >= 0, sft.held_out_every >= 1"
             )
+        if self.save_every < 0:
+            raise ValueError("sft.save_every must be >= 0 (0 = off)")
 
 
 @dataclass

@@ -31,6 +31,7 @@ from agentgym_eppo.trainer.rollout.chat import (
 from agentgym_eppo.trainer.rollout.episodes import slot_info
 
 from .batching import build_micro_batch, plan_micro_batches, token_logprobs
+from .checkpoint import rng_state, set_rng_state
 
 
 @dataclass
@@ -240,6 +241,9 @@ def sft_train(
     final_lr_fraction: float = 1.0,
     on_step: Any = None,
     early_stop: EarlyStop | None = None,
+    save_every: int = 0,
+    on_save: Any = None,
+    resume: Mapping[str, Any] | None = None,
 ) -> list[float]:
     """Token-mean cross-entropy on the loss tokens; one AdamW step per ``batch_episodes``.
 
@@ -255,6 +259,14 @@ def sft_train(
     Returns the loss of every optimizer step. ``on_step(k, total, loss)`` reports progress.
     ``early_stop`` scores held-out episodes as it goes and leaves the best weights in the
     model (see :class:`EarlyStop`).
+
+    Every ``save_every`` optimizer steps (but the last) ``on_save(state)`` receives the
+    state that ``resume`` continues from, once ``model`` holds that step's weights again
+    (the caller saves and loads them): the steps done, their losses, the optimizer, the
+    schedule, the early stop's curve, misses and best weights, the RNG states, and the
+    transcripts' lengths, which a resume with other transcripts fails on. The resumed SFT
+    replays the order RNG's draws of the steps done and skips their batches, so it trains
+    on the batches, and ends with the weights, of an SFT that was never stopped.
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     order_rng = random.Random(seed)
@@ -267,6 +279,10 @@ def sft_train(
     losses: list[float] = []
     best: dict[str, torch.Tensor] | None = None
     misses = 0
+    lengths = [
+        [len(t) for t in transcripts],
+        [len(t) for t in early_stop.transcripts] if early_stop is not None else [],
+    ]
 
     def measure(step: int) -> bool:
         """Score the held-out episodes at ``step``; False when patience has run out."""
@@ -281,10 +297,25 @@ def sft_train(
         misses += 1
         return early_stop.patience == 0 or misses < early_stop.patience
 
-    if early_stop is not None:
+    if resume is not None:
+        if resume["lengths"] != lengths:
+            raise ValueError(
+                f"the SFT state to resume was saved for {len(resume['lengths'][0])} trained "
+                f"and {len(resume['lengths'][1])} held-out transcripts of other lengths than "
+                f"these {len(lengths[0])} and {len(lengths[1])} (not the episodes it trained "
+                "on): refusing to resume"
+            )
+        optimizer.load_state_dict(resume["optimizer"])
+        scheduler.load_state_dict(resume["scheduler"])
+        losses = list(resume["losses"])
+        if early_stop is not None:
+            early_stop.curve, early_stop.best_step = list(resume["curve"]), resume["best_step"]
+            best, misses = resume["best"], resume["misses"]
+        set_rng_state(resume["rng"])
+    elif early_stop is not None:
         measure(0)
     model.train()
-    for _ in range(epochs):
+    for epoch in range(epochs):
         if early_stop is not None and early_stop.stopped_early:
             break
         ranked = sorted(indices, key=lambda i: (len(transcripts[i]) // 64, order_rng.random()))
@@ -293,7 +324,8 @@ def sft_train(
             for start in range(0, len(ranked), batch_episodes)
         ]
         order_rng.shuffle(batches)
-        for batch in batches:
+        # every epoch has steps_per_epoch batches: those of the steps done are skipped
+        for batch in batches[len(losses) - epoch * steps_per_epoch :]:
             tokens = sum(transcripts[i].generated_tokens for i in batch)
             step_loss = 0.0
             for group in plan_micro_batches(
@@ -317,6 +349,21 @@ def sft_train(
                 assert early_stop is not None
                 early_stop.stopped_early = True
                 break
+            if save_every and step % save_every == 0 and step < total:
+                on_save(
+                    {
+                        "step": step,
+                        "losses": losses,
+                        "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict(),
+                        "curve": early_stop.curve if early_stop is not None else [],
+                        "best_step": early_stop.best_step if early_stop is not None else 0,
+                        "best": best,
+                        "misses": misses,
+                        "rng": rng_state(),
+                        "lengths": lengths,
+                    }
+                )
     if (
         best is not None
         and early_stop is not None
