@@ -18,8 +18,8 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from agentgym_eppo.registration import ENVIRONMENTS
 
@@ -162,7 +162,7 @@ def _diagnose(args: argparse.Namespace) -> int:
 
 
 def _paired(args: argparse.Namespace) -> int:
-    from .analysis.paired_eval import comparison_table, compare_evals
+    from .analysis.paired_eval import compare_evals, comparison_table
 
     def read(path: str) -> dict[str, Any]:
         try:
@@ -333,7 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
         "two evaluations of the same instances compared instance by instance (one-sided: "
         "is AFTER better?)",
     )
-    paired.add_argument("before", help="an evaluation JSON (eval_*.json of a run, or eval --output)")
+    paired.add_argument(
+        "before", help="an evaluation JSON (eval_*.json of a run, or eval --output)"
+    )
     paired.add_argument("after", help="an evaluation JSON of the same instances")
     paired.add_argument("--tasks", help="comma-separated task ids to compare (default: all shared)")
     paired.add_argument("--before-name", default="before", help="the BEFORE column's name")
