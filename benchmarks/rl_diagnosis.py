@@ -44,6 +44,7 @@ import torch
 import yaml
 
 from agentgym_eppo.trainer.analysis.paired_eval import compare_evals
+from agentgym_eppo.trainer.analysis.run_dir import read_eval
 from agentgym_eppo.trainer.analysis.stats import mean_interval
 from agentgym_eppo.trainer.config import TrainConfig
 from agentgym_eppo.trainer.config.describe import config_to_dict
@@ -216,10 +217,6 @@ def measure_peak(threads: int) -> dict[str, Any]:
     }
 
 
-def _evaluation(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
-
-
 def _success(evaluation: dict[str, Any]) -> dict[str, float]:
     return {task: value["success"] for task, value in sorted(evaluation["tasks"].items())}
 
@@ -237,18 +234,18 @@ def diagnose(study: Path, base: str, peak: dict[str, Any] | None = None) -> dict
     # only evaluated its checkpoint is one of them.
     again = sorted(name for name, config in configs.items() if config.get("rl.steps") == 0)
     checkpoint = [
-        (name, configs[name]["seed"], _evaluation(study / name / "eval_after_rl.json"))
+        (name, configs[name]["seed"], read_eval(study / name / "eval_after_rl.json"))
         for name in again
     ]
     if (study / base / "eval_after_sft.json").exists():
-        base_eval = _evaluation(study / base / "eval_after_sft.json")
+        base_eval = read_eval(study / base / "eval_after_sft.json")
         checkpoint.insert(0, (base, base_config["seed"], base_eval))
     sft_eval = {"episodes": [e for _, _, evaluation in checkpoint for e in evaluation["episodes"]]}
     runs = sorted(set(configs) - set(again), key=lambda name: (name != base, name))
     rows, comparisons, evaluations = [], {}, {}
     for name in runs:
         folder = study / name
-        after = evaluations[name] = _evaluation(folder / "eval_after_rl.json")
+        after = evaluations[name] = read_eval(folder / "eval_after_rl.json")
         comparison = comparisons[name] = compare_evals(sft_eval, after)
         rows.append(
             {

@@ -20,11 +20,12 @@ BASE = {"seed": 0, "rl": {"lr": 1e-05, "steps": 2}, "algorithm": {"task_norm_ove
 
 def _eval(successes: dict[str, list[bool]]) -> dict:
     return {
+        "tasks": {task: {"success": sum(v) / len(v)} for task, v in successes.items()},
         "episodes": [
             {"task_id": task, "sample_id": f"{task}-{i}", "success": ok, "reward": float(ok)}
             for task, outcomes in successes.items()
             for i, ok in enumerate(outcomes)
-        ]
+        ],
     }
 
 

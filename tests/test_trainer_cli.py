@@ -138,7 +138,8 @@ def _evaluation(path, successes):
         for task, values in successes.items()
         for i, s in enumerate(values)
     ]
-    path.write_text(json.dumps({"episodes": episodes}))
+    tasks = {task: {"success": sum(values) / len(values)} for task, values in successes.items()}
+    path.write_text(json.dumps({"tasks": tasks, "episodes": episodes}))
     return str(path)
 
 
@@ -164,3 +165,23 @@ def test_paired_refuses_a_file_that_is_not_an_evaluation_in_one_line(tmp_path, c
     other = _evaluation(tmp_path / "c.json", {"kg": [1]})
     assert main(["paired", before, other]) == 1
     assert "share no instance" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "episodes, says",
+    [
+        ({"os": 1}, "'episodes' must be a list"),
+        (["os"], "episode 0 is not an object with a 'task_id' and a 'sample_id'"),
+        ([{"task_id": "os", "success": True}], "episode 0 is not an object"),
+        (None, "an evaluation without its episodes cannot be paired"),
+    ],
+)
+def test_paired_refuses_malformed_episodes_in_one_line(tmp_path, capsys, episodes, says):
+    before = _evaluation(tmp_path / "a.json", {"os": [0, 1]})
+    broken = {"tasks": {"os": {"success": 0.5}}}
+    if episodes is not None:
+        broken["episodes"] = episodes
+    (tmp_path / "b.json").write_text(json.dumps(broken))
+    assert main(["paired", before, str(tmp_path / "b.json")]) == 1
+    error = capsys.readouterr().err.strip()
+    assert f"{tmp_path / 'b.json'}: " in error and says in error and "\n" not in error

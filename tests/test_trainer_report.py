@@ -146,7 +146,10 @@ def test_eval_reports_come_in_training_order(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     assert list(read_evals(run)) == ["base", "after_sft", "after_rl"]
     (run / "eval_after_rl.json").write_text("[1, 2]")
-    with pytest.raises(ValueError, match=r"eval_after_rl\.json: expected an object with a 'tasks'"):
+    with pytest.raises(
+        ValueError,
+        match=r"eval_after_rl\.json: not an evaluation \(expected an object with a 'tasks'",
+    ):
         read_evals(run)
 
 

@@ -163,14 +163,15 @@ def _diagnose(args: argparse.Namespace) -> int:
 
 def _paired(args: argparse.Namespace) -> int:
     from .analysis.paired_eval import compare_evals, comparison_table
+    from .analysis.run_dir import read_eval
 
     def read(path: str) -> dict[str, Any]:
         try:
-            evaluation = json.loads(Path(path).read_text(encoding="utf-8"))
+            evaluation = read_eval(path)
         except (OSError, ValueError) as error:
-            raise CLIError(f"{path}: not a readable evaluation JSON ({error})") from error
-        if not isinstance(evaluation, dict) or not isinstance(evaluation.get("episodes"), list):
-            raise CLIError(f"{path}: not an evaluation (no list of episodes)")
+            raise CLIError(str(error)) from error
+        if "episodes" not in evaluation:
+            raise CLIError(f"{path}: an evaluation without its episodes cannot be paired")
         if args.tasks:
             wanted = set(args.tasks.split(","))
             evaluation = {

@@ -4,8 +4,9 @@
   (:func:`~agentgym_eppo.trainer.training.update.step_record` builds it,
   :class:`MetricsWriter` appends it, :func:`read_metrics` reads it back),
   ``{"step": t, "global": {...}, "tasks": {"<task_id>": {"entropy": .., "clip_eps": .., ...}}}``;
-- ``RUN_DIR/eval_<stage>.json`` (:func:`write_eval`, :func:`read_evals`):
-  ``{"stage", "split", "tasks": {"<task_id>": {"success", ...}}, "mean_success"}``
+- ``RUN_DIR/eval_<stage>.json`` (:func:`write_eval`, :func:`read_eval`, :func:`read_evals`):
+  ``{"stage", "split", "tasks": {"<task_id>": {"success", ...}}, "mean_success",
+  "episodes": [{"task_id", "sample_id", "success", "reward", ...}, ...]}``
   (a run written before a stage was renamed holds its old name, ``eval_before_sft.json``
   for ``base``: :func:`eval_path` and :func:`read_evals` read it as the new one);
 - ``RUN_DIR/sft.json`` (:func:`write_sft_record`): the SFT stage: expert episodes and
@@ -117,6 +118,30 @@ def _check_record(record: Any, path: Path, number: int) -> None:
         raise ValueError(f"{path}:{number}: 'tasks' must be an object of per-task metrics")
 
 
+def read_eval(path: str | Path) -> dict[str, Any]:
+    """One evaluation file (``eval_<stage>.json``, :func:`write_eval`), its shape checked.
+
+    Raises ``ValueError`` naming the file when it is not a JSON object with a ``tasks``
+    object, or when its ``episodes`` (files written before episodes were recorded have
+    none) are not a list of objects that each name a ``task_id`` and a ``sample_id``.
+    """
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error.msg})") from error
+    if not isinstance(report, dict) or not isinstance(report.get("tasks"), dict):
+        raise ValueError(f"{path}: not an evaluation (expected an object with a 'tasks' object)")
+    episodes = report.get("episodes", [])
+    if not isinstance(episodes, list):
+        raise ValueError(f"{path}: 'episodes' must be a list")
+    for number, episode in enumerate(episodes):
+        if not isinstance(episode, dict) or not {"task_id", "sample_id"} <= episode.keys():
+            raise ValueError(
+                f"{path}: episode {number} is not an object with a 'task_id' and a 'sample_id'"
+            )
+    return report
+
+
 def read_evals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     """Every ``RUN_DIR/eval_<stage>.json``, keyed by stage (a renamed stage by its new
     name), known stages first in training order.
@@ -125,12 +150,7 @@ def read_evals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     """
     found: dict[str, dict[str, Any]] = {}
     for path in sorted(Path(run_dir).glob("eval_*.json")):
-        try:
-            report = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON ({error.msg})") from error
-        if not isinstance(report, dict) or not isinstance(report.get("tasks"), dict):
-            raise ValueError(f"{path}: expected an object with a 'tasks' object")
+        report = read_eval(path)
         stage = str(report.get("stage") or path.stem.removeprefix("eval_"))
         found[RENAMED_STAGES.get(stage, stage)] = report
     order = {stage: position for position, stage in enumerate(EVAL_STAGES)}
