@@ -735,14 +735,16 @@ def test_an_sft_only_run_without_evaluations_leaves_its_checkpoint(tmp_path):
     assert not list(run_dir.glob("eval_*.json"))
 
 
+@pytest.mark.parametrize("bf16", ["false", "true"])  # true: autocast, as on avx512_bf16 CPUs
 def test_a_run_killed_mid_sft_resumes_the_sft_to_the_weights_of_one_never_stopped(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, bf16
 ):
     from rich.console import Console
 
     import agentgym_eppo.trainer.run as run_module
 
     options = [
+        f"bf16={bf16}",
         "rl.steps=0",
         "eval.stages=[]",
         "sft.epochs=3",
@@ -785,6 +787,53 @@ def test_a_run_killed_mid_sft_resumes_the_sft_to_the_weights_of_one_never_stoppe
     # the half-written folder is gone, and only the newest state is kept
     last = (len(b["losses"]) - 1) // 2 * 2
     assert sorted(path.name for path in states.iterdir()) == ["latest", f"step_{last}"]
+
+
+def test_a_run_stopped_after_its_sft_resumes_from_the_finished_sft_not_its_states(
+    tmp_path, monkeypatch
+):
+    from rich.console import Console
+
+    import agentgym_eppo.trainer.run as run_module
+
+    options = [
+        "rl.steps=0",
+        "eval.stages=[after_sft]",
+        "eval.max_instances_per_task=1",
+        "eval.samples_per_instance=1",
+        "sft.epochs=2",
+        "sft.batch_episodes=2",
+        "sft.save_every=2",
+    ]
+
+    class Killed(Exception):
+        pass
+
+    evaluate = run_module.Trainer.evaluate
+
+    def die(self, stage):
+        if stage == "after_sft":
+            raise Killed  # the process dies in the after-SFT evaluation
+        return evaluate(self, stage)
+
+    monkeypatch.setattr(run_module.Trainer, "evaluate", die)
+    with pytest.raises(Killed):
+        run_training(_config(tmp_path, *options))
+    monkeypatch.undo()
+    assert (tmp_path / "sft_state" / "latest").is_file()
+    sft_record = (tmp_path / "sft.json").read_text()
+    weights = (tmp_path / "checkpoints" / "sft" / "model.safetensors").read_bytes()
+    console = Console(record=True, width=200)
+    run_training(_config(tmp_path, "resume=true", *options), console)
+    log = console.export_text()
+    assert "resuming after the finished SFT from" in log and "SFT on" not in log
+    assert (tmp_path / "sft.json").read_text() == sft_record  # the SFT was not run again
+    assert (tmp_path / "checkpoints" / "sft" / "model.safetensors").read_bytes() == weights
+    assert json.loads((tmp_path / "eval_after_sft.json").read_text())["stage"] == "after_sft"
+    # resumed once more, with its evaluation written, nothing is left to do before RL
+    console = Console(record=True, width=200)
+    run_training(_config(tmp_path, "resume=true", *options), console)
+    assert "eval after_sft" not in console.export_text()
 
 
 def test_eval_plays_fewer_instances_of_the_tasks_named_in_instances_by_task(tokenizer):

@@ -35,6 +35,7 @@ from agentgym_eppo.trainer.algorithms.clip_policies import ClipPolicy
 from agentgym_eppo.trainer.algorithms.pacer import TaskPacing
 from agentgym_eppo.trainer.analysis.run_dir import (
     MetricsWriter,
+    eval_path,
     record_machine,
     write_eval,
     write_sft_record,
@@ -450,6 +451,9 @@ class RunPlan:
     and a run from ``init_checkpoint`` have behind them. ``sft_state`` is the SFT state a
     run killed mid-SFT resumes from: its base evaluation is behind it, and the experts are
     recorded again (from the run's seed, the same episodes; the SFT checks their lengths).
+    ``sft_finished``: the run was stopped after its SFT had ended (``checkpoints/sft`` is
+    written), so the policy loads from that checkpoint and all that is left of the warm
+    start is the after-SFT evaluation, where it is not written yet.
     """
 
     policy_from: str | Path | None
@@ -457,23 +461,30 @@ class RunPlan:
     warm_start: bool
     resume_state: Mapping[str, Any] | None = None
     sft_state: Mapping[str, Any] | None = None
+    sft_finished: bool = False
 
 
 def plan_run(
-    config: TrainConfig, resume: ResumePoint | None, sft_resume: ResumePoint | None = None
+    config: TrainConfig,
+    resume: ResumePoint | None,
+    sft_resume: ResumePoint | None = None,
+    sft_checkpoint: Path | None = None,
 ) -> RunPlan:
-    """The :class:`RunPlan` of ``config``, resuming from ``resume`` (an RL checkpoint) or
-    else ``sft_resume`` (an SFT state) when one is given.
+    """The :class:`RunPlan` of ``config``, resuming from ``resume`` (an RL checkpoint),
+    else ``sft_checkpoint`` (a finished SFT's), else ``sft_resume`` (an SFT state) when one
+    is given.
 
     >>> plan_run(TrainConfig(init_checkpoint="runs/a/checkpoints/sft"), None)
-    RunPlan(policy_from='runs/a/checkpoints/sft', record_experts=False, warm_start=False, resume_state=None, sft_state=None)
+    RunPlan(policy_from='runs/a/checkpoints/sft', record_experts=False, warm_start=False, resume_state=None, sft_state=None, sft_finished=False)
     >>> plan_run(TrainConfig(), None)
-    RunPlan(policy_from=None, record_experts=True, warm_start=True, resume_state=None, sft_state=None)
+    RunPlan(policy_from=None, record_experts=True, warm_start=True, resume_state=None, sft_state=None, sft_finished=False)
     """
     if resume is not None:
         return RunPlan(resume.directory, False, False, resume.state)
     if config.init_checkpoint is not None:
         return RunPlan(config.init_checkpoint, False, False)
+    if sft_checkpoint is not None and config.sft.enabled:
+        return RunPlan(sft_checkpoint, False, True, sft_finished=True)
     if sft_resume is not None and config.sft.enabled:
         return RunPlan(sft_resume.directory, True, True, sft_state=sft_resume.state)
     return RunPlan(config.model.path, config.records_expert_episodes, True)
@@ -502,11 +513,17 @@ def run_training(
     sft_resume = (
         latest_checkpoint(run_dir / SFT_STATE) if config.resume and resume is None else None
     )
+    finished_sft = run_dir / "checkpoints" / "sft"  # written whole (renamed into place)
+    sft_checkpoint = (
+        finished_sft if config.resume and resume is None and finished_sft.is_dir() else None
+    )
     if resume is not None:
         trainer.log(f"resuming after RL step {resume.state['step']} from {resume.directory}")
     record_machine(run_dir, describe_machine(), resume.state["step"] if resume else None)
-    plan = plan_run(config, resume, sft_resume)
-    if plan.sft_state is not None:
+    plan = plan_run(config, resume, sft_resume, sft_checkpoint)
+    if plan.sft_finished:
+        trainer.log(f"resuming after the finished SFT from {plan.policy_from}")
+    elif plan.sft_state is not None:
         trainer.log(f"resuming the SFT after step {plan.sft_state['step']} from {plan.policy_from}")
     experts = trainer.record_experts() if plan.record_experts else []
     if plan.policy_from is not None:
@@ -514,11 +531,12 @@ def run_training(
     else:
         trainer.build_policy(list(corpus(experts)))
     if plan.warm_start:
-        if plan.sft_state is None:
+        if plan.sft_state is None and not plan.sft_finished:
             trainer.evaluate("base")
-        if config.sft.enabled:
+        if config.sft.enabled and not plan.sft_finished:
             trainer.sft(experts, plan.sft_state)
-        trainer.evaluate("after_sft")
+        if not (plan.sft_finished and eval_path(run_dir, "after_sft").is_file()):
+            trainer.evaluate("after_sft")
     elif skipped := [s for s in ("base", "after_sft") if s in config.eval.stages]:
         trainer.log(
             f"eval {', '.join(skipped)} skipped: this run starts after them (a checkpoint); "
