@@ -173,7 +173,7 @@ def test_paired_refuses_a_file_that_is_not_an_evaluation_in_one_line(tmp_path, c
         ({"os": 1}, "'episodes' must be a list"),
         (["os"], "episode 0 is not an object with a 'task_id' and a 'sample_id'"),
         ([{"task_id": "os", "success": True}], "episode 0 is not an object"),
-        (None, "an evaluation without its episodes cannot be paired"),
+        (None, "an evaluation without its episodes"),
     ],
 )
 def test_paired_refuses_malformed_episodes_in_one_line(tmp_path, capsys, episodes, says):
@@ -185,3 +185,24 @@ def test_paired_refuses_malformed_episodes_in_one_line(tmp_path, capsys, episode
     assert main(["paired", before, str(tmp_path / "b.json")]) == 1
     error = capsys.readouterr().err.strip()
     assert f"{tmp_path / 'b.json'}: " in error and says in error and "\n" not in error
+
+
+def test_success_gives_each_task_an_interval_over_its_instances(tmp_path, capsys):
+    # os: 4 instances played twice (1, 0.5, 0, 0); kg: 4 instances played once (0, 0, 0, 1)
+    os_attempts = [(f"os-{i // 2}", s) for i, s in enumerate([1, 1, 1, 0, 0, 0, 0, 0])]
+    kg_attempts = [(f"kg-{i}", s) for i, s in enumerate([0, 0, 0, 1])]
+    episodes = [
+        {"task_id": sample.split("-")[0], "sample_id": sample, "success": bool(s), "reward": s}
+        for sample, s in os_attempts + kg_attempts
+    ]
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"tasks": {"os": {}, "kg": {}}, "episodes": episodes}))
+    assert main(["success", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "| os | 4 | 8 | 0.375 | [-0.387, 1.137] |" in table
+    assert "| kg | 4 | 4 | 0.250 | [-0.546, 1.046] |" in table
+    assert "| mean over tasks | | 12 | 0.312 |" in table
+    assert main(["success", str(path), "--tasks", "kg"]) == 0
+    assert "| os |" not in capsys.readouterr().out
+    assert main(["success", str(path), "--tasks", "webshop"]) == 1
+    assert "a.json: the evaluation has no episodes" in capsys.readouterr().err

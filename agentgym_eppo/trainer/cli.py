@@ -7,6 +7,7 @@ agentgym-eppo eval --endpoint http://127.0.0.1:30000/v1 --model NAME --tasks os 
 agentgym-eppo fetch-model smollm2-135m-instruct
 agentgym-eppo diagnose RUN_DIR
 agentgym-eppo paired RUN_A/eval_after_sft.json RUN_B/eval_after_rl.json [--tasks os,db]
+agentgym-eppo success RUN/eval_after_sft.json [--tasks alfworld,webshop]
 agentgym-eppo compare configs/compare.yaml
 agentgym-eppo serve --task db [--host 127.0.0.1] [--port 8000] [--max-sessions 64]
 """
@@ -161,30 +162,46 @@ def _diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
-def _paired(args: argparse.Namespace) -> int:
-    from .analysis.paired_eval import compare_evals, comparison_table
+def _evaluation_episodes(path: str, tasks: str | None) -> dict[str, Any]:
+    """An evaluation file's episodes, of the comma-separated ``tasks`` only if given."""
     from .analysis.run_dir import read_eval
 
-    def read(path: str) -> dict[str, Any]:
-        try:
-            evaluation = read_eval(path)
-        except (OSError, ValueError) as error:
-            raise CLIError(str(error)) from error
-        if "episodes" not in evaluation:
-            raise CLIError(f"{path}: an evaluation without its episodes cannot be paired")
-        if args.tasks:
-            wanted = set(args.tasks.split(","))
-            evaluation = {
-                "episodes": [e for e in evaluation["episodes"] if e.get("task_id") in wanted]
-            }
-        return evaluation
+    try:
+        evaluation = read_eval(path)
+    except (OSError, ValueError) as error:
+        raise CLIError(str(error)) from error
+    if "episodes" not in evaluation:
+        raise CLIError(
+            f"{path}: an evaluation without its episodes (written before they were kept)"
+        )
+    episodes = evaluation["episodes"]
+    if tasks:
+        wanted = set(tasks.split(","))
+        episodes = [e for e in episodes if e["task_id"] in wanted]
+    return {"episodes": episodes}
 
-    before, after = read(args.before), read(args.after)
+
+def _paired(args: argparse.Namespace) -> int:
+    from .analysis.paired_eval import compare_evals, comparison_table
+
+    before = _evaluation_episodes(args.before, args.tasks)
+    after = _evaluation_episodes(args.after, args.tasks)
     try:
         comparison = compare_evals(before, after)
     except ValueError as error:
         raise CLIError(str(error)) from error
     print(comparison_table(comparison, args.before_name, args.after_name))
+    return 0
+
+
+def _success(args: argparse.Namespace) -> int:
+    from .analysis.success_intervals import success_intervals, success_table
+
+    try:
+        result = success_intervals(_evaluation_episodes(args.evaluation, args.tasks))
+    except ValueError as error:
+        raise CLIError(f"{args.evaluation}: {error}") from error
+    print(success_table(result))
     return 0
 
 
@@ -342,6 +359,16 @@ def build_parser() -> argparse.ArgumentParser:
     paired.add_argument("--before-name", default="before", help="the BEFORE column's name")
     paired.add_argument("--after-name", default="after", help="the AFTER column's name")
     paired.set_defaults(handler=_paired)
+
+    success = command(
+        "success",
+        "one evaluation's success per task with 95% intervals over its instances",
+    )
+    success.add_argument(
+        "evaluation", help="an evaluation JSON (eval_*.json of a run, or eval --output)"
+    )
+    success.add_argument("--tasks", help="comma-separated task ids (default: all)")
+    success.set_defaults(handler=_success)
 
     compare = command("compare", "train several clip policies from one SFT checkpoint and compare")
     compare.add_argument("config", help="comparison YAML (see configs/compare-cpu.yaml)")

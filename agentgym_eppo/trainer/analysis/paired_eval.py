@@ -48,7 +48,8 @@ class EvalComparison:
     test: TestResult  # permutation test of the mean over tasks
 
 
-def _by_instance(result: Mapping[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+def by_instance(result: Mapping[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """An evaluation's episodes grouped by task, then by instance (``sample_id``)."""
     if "episodes" not in result:
         raise ValueError(
             "an evaluation without its episodes (written before they were recorded) "
@@ -68,7 +69,7 @@ def compare_evals(
     before: Mapping[str, Any], after: Mapping[str, Any], rounds: int = 20_000, seed: int = 0
 ) -> EvalComparison:
     """``after`` against ``before`` on the instances both played."""
-    a, b = _by_instance(before), _by_instance(after)
+    a, b = by_instance(before), by_instance(after)
     tasks: dict[str, TaskChange] = {}
     differences: dict[str, list[float]] = {}
     for task in sorted(set(a) & set(b)):
