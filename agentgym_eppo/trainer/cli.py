@@ -7,7 +7,7 @@ agentgym-eppo eval --endpoint http://127.0.0.1:30000/v1 --model NAME --tasks os 
 agentgym-eppo fetch-model smollm2-135m-instruct
 agentgym-eppo diagnose RUN_DIR
 agentgym-eppo paired RUN_A/eval_after_sft.json RUN_B/eval_after_rl.json [--tasks os,db]
-agentgym-eppo success RUN/eval_after_sft.json [--tasks alfworld,webshop]
+agentgym-eppo success RUN/eval_after_sft.json [--tasks webshop]
 agentgym-eppo compare configs/compare.yaml
 agentgym-eppo serve --task db [--host 127.0.0.1] [--port 8000] [--max-sessions 64]
 """
