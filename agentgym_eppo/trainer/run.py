@@ -510,12 +510,14 @@ def run_training(
     dump_config(config, run_dir / "config.yaml")
     started = time.perf_counter()
     resume = latest_checkpoint(run_dir / "checkpoints") if config.resume else None
-    sft_resume = (
-        latest_checkpoint(run_dir / SFT_STATE) if config.resume and resume is None else None
-    )
     finished_sft = run_dir / "checkpoints" / "sft"  # written whole (renamed into place)
     sft_checkpoint = (
         finished_sft if config.resume and resume is None and finished_sft.is_dir() else None
+    )
+    sft_resume = (  # an SFT state (GBs with AdamW's moments) is loaded only if it is used
+        latest_checkpoint(run_dir / SFT_STATE)
+        if config.resume and resume is None and sft_checkpoint is None
+        else None
     )
     if resume is not None:
         trainer.log(f"resuming after RL step {resume.state['step']} from {resume.directory}")
