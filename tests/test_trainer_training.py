@@ -26,7 +26,7 @@ from agentgym_eppo.trainer.training.sft import (  # noqa: E402
     EarlyStop,
     ExpertEpisode,
     expert_transcript,
-    held_out_loss,
+    held_out_sums,
     record_expert_episodes,
     sft_lr_factor,
     sft_train,
@@ -329,13 +329,43 @@ def test_sft_early_stop_keeps_the_weights_of_the_lowest_held_out_loss(tokenizer)
     assert stop.stopped_early and len(losses) < 30 and steps == tuple(range(len(losses) + 1))
     assert stop.best_step == steps[best] and len(values) - 1 - best == 2
     assert all(value > values[best] for value in values[best + 1 :])
-    assert held_out_loss(model, opposite, 64, 0) == pytest.approx(values[best], rel=1e-5)
+    assert stop.pool(held_out_sums(model, opposite, 64, 0)) == pytest.approx(values[best], rel=1e-5)
     # held-out episodes like the training ones: the loss falls, the last weights stay
     model = _model(tokenizer)
     alike = EarlyStop([Transcript([5, 6, 7, 8, 9], [0, 0, 1, 1, 1])], every=3)
     losses = sft_train(model, trained, epochs=10, early_stop=alike, **settings)
     assert len(losses) == 10 and not alike.stopped_early
     assert [step for step, _ in alike.curve] == [0, 3, 6, 9, 10] and alike.best_step == 10
+
+
+def test_sft_early_stop_pools_the_tasks_as_asked(tokenizer):
+    # one held-out episode the SFT learns ("os", 3 loss tokens) beside twenty it unlearns
+    # ("alfworld", 60 tokens): over tokens the unlearnt ones soon rule and early weights
+    # are kept; as a mean over the two tasks the learnt one's fall wins for longer
+    trained = [Transcript([5, 6, 7, 8, 9], [0, 0, 1, 1, 1]) for _ in range(4)]
+    held = [Transcript([5, 6, 7, 8, 9], [0, 0, 1, 1, 1])]
+    held += [Transcript([5, 6, 11, 12, 13], [0, 0, 1, 1, 1])] * 20
+    task_ids = ["os"] + ["alfworld"] * 20
+    settings = {"lr": 1e-2, "batch_episodes": 4, "micro_batch_tokens": 64, "pad_token_id": 0}
+    kept = {}
+    for average in ("tokens", "tasks"):
+        stop = EarlyStop(held, every=1, task_ids=task_ids, average=average)
+        sft_train(_model(tokenizer), trained, epochs=10, early_stop=stop, **settings)
+        assert [set(row) for row in stop.by_task] == [{"os", "alfworld"}] * 11
+        os_loss = [row["os"] for row in stop.by_task]
+        alf_loss = [row["alfworld"] for row in stop.by_task]
+        assert os_loss[-1] < os_loss[0] / 2 and alf_loss[-1] > alf_loss[0]
+        pooled = [
+            (o * 3 + a * 60) / 63 if average == "tokens" else (o + a) / 2
+            for o, a in zip(os_loss, alf_loss, strict=True)
+        ]
+        assert [v for _, v in stop.curve] == pytest.approx(pooled, rel=1e-5)
+        kept[average] = stop.best_step
+    assert 0 < kept["tokens"] < kept["tasks"] < 10
+    with pytest.raises(ValueError, match="average must be one of"):
+        EarlyStop(held, every=1, average="episodes")
+    with pytest.raises(ValueError, match="task of every transcript"):
+        EarlyStop(held, every=1, task_ids=["os"])
 
 
 def test_sft_with_gradient_checkpointing_trains_as_without(tokenizer):

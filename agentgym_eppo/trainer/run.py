@@ -233,6 +233,8 @@ class Trainer:
                 ],
                 every=s.held_out_every,
                 patience=s.patience,
+                task_ids=[e.task_id for e in held_out],
+                average=s.held_out_average,
             )
             if held_out
             else None
@@ -295,6 +297,8 @@ class Trainer:
                 "sequence_tokens": sum(len(t) for t in transcripts),
                 "losses": losses,
                 "held_out_curve": early_stop.curve if early_stop is not None else [],
+                "held_out_by_task": early_stop.by_task if early_stop is not None else [],
+                "held_out_average": s.held_out_average,
                 "best_step": early_stop.best_step if early_stop is not None else len(losses),
                 "stopped_early": early_stop is not None and early_stop.stopped_early,
                 "seconds": seconds,

@@ -17,6 +17,7 @@ from agentgym_eppo.trainer.algorithms import defaults as d
 from agentgym_eppo.trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS
 from agentgym_eppo.trainer.config_fields import help_field as _help
 from agentgym_eppo.trainer.rollout.chat import PROMPT_STYLES
+from agentgym_eppo.trainer.training.sft import HELD_OUT_AVERAGES
 from agentgym_eppo.vector.workers import BACKENDS
 
 EVAL_STAGES = ("base", "after_sft", "after_rl")
@@ -119,6 +120,13 @@ class SFTConfig:
         "after the last). Default: ours.",
         10,
     )
+    held_out_average: str = _help(
+        "How the held-out tasks' losses pool into the one the early stop minimises: "
+        "'tokens', one token mean over all (long ALFWorld and WebShop episodes then outweigh "
+        "OS, DB and KG), or 'tasks', the mean of each task's token mean. Default: ours ('tokens', "
+        "the pooling of the earlier runs).",
+        "tokens",
+    )
     patience: int = _help(
         "Held-out losses in a row without a new lowest that end the SFT early; 0 never "
         "ends it early (the best weights are kept all the same). Default: off (0).",
@@ -141,6 +149,11 @@ class SFTConfig:
             )
         if self.save_every < 0:
             raise ValueError("sft.save_every must be >= 0 (0 = off)")
+        if self.held_out_average not in HELD_OUT_AVERAGES:
+            raise ValueError(
+                f"sft.held_out_average must be one of {sorted(HELD_OUT_AVERAGES)}, "
+                f"not {self.held_out_average!r}"
+            )
 
 
 @dataclass

@@ -181,49 +181,95 @@ def expert_transcript(
     return transcript
 
 
+def _token_mean(sums: Mapping[str, tuple[float, int]]) -> float:
+    """Cross-entropy over every held-out loss token: long episodes weigh by their tokens."""
+    return sum(nll for nll, _ in sums.values()) / max(1, sum(n for _, n in sums.values()))
+
+
+def _task_mean(sums: Mapping[str, tuple[float, int]]) -> float:
+    """The mean over tasks of each task's token-mean cross-entropy: every task weighs the
+    same, whatever the length of its episodes."""
+    return sum(nll / max(1, n) for nll, n in sums.values()) / max(1, len(sums))
+
+
+HELD_OUT_AVERAGES = {"tokens": _token_mean, "tasks": _task_mean}
+"""How :class:`EarlyStop` pools the held-out tasks' losses into the one it minimises."""
+
+
 @dataclass
 class EarlyStop:
     """Early stopping on held-out expert episodes (train-split instances the SFT never
-    trains on): their token-mean loss is measured before the first step and every
-    ``every`` optimizer steps (and after the last); the weights of the lowest loss are
-    the ones :func:`sft_train` leaves in the model. ``patience`` measurements in a row
-    without a new lowest end the SFT early (0: never, the best weights are still kept).
+    trains on): their loss is measured before the first step and every ``every``
+    optimizer steps (and after the last); the weights of the lowest loss are the ones
+    :func:`sft_train` leaves in the model. ``patience`` measurements in a row without a
+    new lowest end the SFT early (0: never, the best weights are still kept).
 
-    ``curve`` records ``(optimizer step, held-out loss)``; ``best_step`` the step whose
-    weights were kept (0: the weights the SFT started from).
+    ``task_ids`` names each transcript's task (empty: one task), and ``average`` (a key
+    of :data:`HELD_OUT_AVERAGES`) how the tasks' losses are pooled: ``"tokens"``, one
+    token mean over all (an ALFWorld episode of 3,000 loss tokens outweighs twenty of
+    OS's), or ``"tasks"``, the mean of the tasks' token means.
+
+    ``curve`` records ``(optimizer step, pooled held-out loss)``, ``by_task`` each
+    measurement's token-mean loss per task; ``best_step`` the step whose weights were
+    kept (0: the weights the SFT started from).
+
+    >>> stop = EarlyStop([Transcript([1, 2], [0, 1])] * 2, every=5, task_ids=["os", "kg"],
+    ...                  average="tasks")
+    >>> stop.pool({"os": (2.0, 10), "kg": (30.0, 100)}), stop.average
+    (0.25, 'tasks')
     """
 
     transcripts: Sequence[Transcript]
     every: int
     patience: int = 0
+    task_ids: Sequence[str] = ()
+    average: str = "tokens"
     curve: list[tuple[int, float]] = field(default_factory=list)
+    by_task: list[dict[str, float]] = field(default_factory=list)
     best_step: int = 0
     stopped_early: bool = False
 
     def __post_init__(self) -> None:
         if not self.transcripts or self.every < 1 or self.patience < 0:
             raise ValueError("EarlyStop needs held-out transcripts, every >= 1, patience >= 0")
+        if self.task_ids and len(self.task_ids) != len(self.transcripts):
+            raise ValueError("EarlyStop's task_ids must name the task of every transcript")
+        if self.average not in HELD_OUT_AVERAGES:
+            raise ValueError(f"EarlyStop's average must be one of {sorted(HELD_OUT_AVERAGES)}")
+
+    def pool(self, sums: Mapping[str, tuple[float, int]]) -> float:
+        """The loss the early stop minimises, from each task's (summed loss, tokens)."""
+        return HELD_OUT_AVERAGES[self.average](sums)
 
 
-def held_out_loss(
+def held_out_sums(
     model: PreTrainedModel,
     transcripts: Sequence[Transcript],
     micro_batch_tokens: int,
     pad_token_id: int,
     bf16: bool = False,
-) -> float:
-    """Token-mean cross-entropy of ``model`` on the loss tokens of ``transcripts``."""
+    task_ids: Sequence[str] = (),
+) -> dict[str, tuple[float, int]]:
+    """Per task (``task_ids``, aligned with ``transcripts``; empty: one task ``""``), the
+    summed cross-entropy of ``model`` on the loss tokens of its transcripts, and their
+    number."""
+    names = list(task_ids) or [""] * len(transcripts)
+    sums = dict.fromkeys(names, (0.0, 0))
     was_training = model.training
     model.eval()
-    total, tokens = 0.0, 0
     with torch.no_grad():
         for group in plan_micro_batches([len(t) for t in transcripts], micro_batch_tokens):
             micro = build_micro_batch(transcripts, list(group), pad_token_id)
             logprobs, _ = token_logprobs(model, micro, bf16=bf16)
-            total -= float(logprobs.sum())
-            tokens += int(logprobs.numel())
+            member = micro.member_of_token.to(logprobs.device)
+            nll = torch.zeros(len(micro.members), device=logprobs.device)
+            nll.index_add_(0, member, -logprobs.float())
+            counts = torch.bincount(member, minlength=len(micro.members))
+            for k, index in enumerate(micro.members):
+                total, tokens = sums[names[index]]
+                sums[names[index]] = (total + float(nll[k]), tokens + int(counts[k]))
     model.train(was_training)
-    return total / max(1, tokens)
+    return sums
 
 
 def sft_train(
@@ -263,7 +309,7 @@ def sft_train(
     Every ``save_every`` optimizer steps (but the last) ``on_save(state)`` receives the
     state that ``resume`` continues from, once ``model`` holds that step's weights again
     (the caller saves and loads them): the steps done, their losses, the optimizer, the
-    schedule, the early stop's curve, misses and best weights, the RNG states, and the
+    schedule, the early stop's curves, misses and best weights, the RNG states, and the
     transcripts' lengths, which a resume with other transcripts fails on. The resumed SFT
     replays the order RNG's draws of the steps done and skips their batches, so it trains
     on the batches, and ends with the weights, of an SFT that was never stopped.
@@ -288,8 +334,17 @@ def sft_train(
         """Score the held-out episodes at ``step``; False when patience has run out."""
         nonlocal best, misses
         assert early_stop is not None
-        loss = held_out_loss(model, early_stop.transcripts, micro_batch_tokens, pad_token_id, bf16)
+        sums = held_out_sums(
+            model,
+            early_stop.transcripts,
+            micro_batch_tokens,
+            pad_token_id,
+            bf16,
+            early_stop.task_ids,
+        )
+        loss = early_stop.pool(sums)
         early_stop.curve.append((step, loss))
+        early_stop.by_task.append({task: nll / max(1, n) for task, (nll, n) in sums.items()})
         if loss <= min(value for _, value in early_stop.curve):
             early_stop.best_step, misses = step, 0
             best = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -310,6 +365,7 @@ def sft_train(
         losses = list(resume["losses"])
         if early_stop is not None:
             early_stop.curve, early_stop.best_step = list(resume["curve"]), resume["best_step"]
+            early_stop.by_task = list(resume["by_task"])
             best, misses = resume["best"], resume["misses"]
         set_rng_state(resume["rng"])
     elif early_stop is not None:
@@ -357,6 +413,7 @@ def sft_train(
                         "optimizer": optimizer.state_dict(),
                         "scheduler": scheduler.state_dict(),
                         "curve": early_stop.curve if early_stop is not None else [],
+                        "by_task": early_stop.by_task if early_stop is not None else [],
                         "best_step": early_stop.best_step if early_stop is not None else 0,
                         "best": best,
                         "misses": misses,
