@@ -759,6 +759,14 @@ def test_an_sft_only_run_without_evaluations_leaves_its_checkpoint(tmp_path):
     assert record["held_out"] == {"echo": 1, "lookup": 1}
     assert sum(record["episodes"].values()) <= 6 and record["held_out_curve"][0][0] == 0
     assert record["best_step"] in [step for step, _ in record["held_out_curve"]]
+    assert record["held_out_average"] == "tokens"
+    assert set(record["held_out_tokens"]) == {"echo", "lookup"}
+    assert all(n > 0 for n in record["held_out_tokens"].values())
+    tokens = record["held_out_tokens"]  # the pooled loss is the tasks' token-weighted mean
+    curves = zip(record["held_out_curve"], record["held_out_by_task"], strict=True)
+    for (_, pooled), by_task in curves:
+        weighted = sum(by_task[task] * n for task, n in tokens.items()) / sum(tokens.values())
+        assert pooled == pytest.approx(weighted, rel=1e-5)
     assert (run_dir / "checkpoints" / "sft" / "config.json").is_file()
     card = json.loads((run_dir / "checkpoints" / "sft" / "agentgym_policy.json").read_text())
     assert card == {"prompt_style": "compact", "call_format": "hermes"}

@@ -225,12 +225,12 @@ class Trainer:
         transcripts = [
             expert_transcript(self.tokenizer, e, self.config.rollout.prompt) for e in experts
         ]
+        held_transcripts = [
+            expert_transcript(self.tokenizer, e, self.config.rollout.prompt) for e in held_out
+        ]
         early_stop = (
             EarlyStop(
-                [
-                    expert_transcript(self.tokenizer, e, self.config.rollout.prompt)
-                    for e in held_out
-                ],
+                held_transcripts,
                 every=s.held_out_every,
                 patience=s.patience,
                 task_ids=[e.task_id for e in held_out],
@@ -240,6 +240,9 @@ class Trainer:
             else None
         )
         tokens = sum(t.generated_tokens for t in transcripts)
+        held_out_tokens: Counter[str] = Counter()
+        for episode, transcript in zip(held_out, held_transcripts, strict=True):
+            held_out_tokens[episode.task_id] += transcript.generated_tokens
         self.log(
             f"SFT on {len(transcripts)} expert episodes ({tokens} target tokens), "
             f"{len(held_out)} held out"
@@ -299,6 +302,7 @@ class Trainer:
                 "held_out_curve": early_stop.curve if early_stop is not None else [],
                 "held_out_by_task": early_stop.by_task if early_stop is not None else [],
                 "held_out_average": s.held_out_average,
+                "held_out_tokens": dict(held_out_tokens),
                 "best_step": early_stop.best_step if early_stop is not None else len(losses),
                 "stopped_early": early_stop is not None and early_stop.stopped_early,
                 "seconds": seconds,
