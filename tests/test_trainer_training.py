@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 from support import trainer_test_envs  # noqa: E402, F401  (registers the test tasks)
 
 from agentgym_eppo.trainer.algorithms.clip_policies import EPPOClip, FixedClip  # noqa: E402
+from agentgym_eppo.trainer.algorithms.defaults import HELD_OUT_AVERAGE_CHOICES  # noqa: E402
 from agentgym_eppo.trainer.algorithms.pacer import EPPOPacer  # noqa: E402
 from agentgym_eppo.trainer.cli import main as cli_main  # noqa: E402
 from agentgym_eppo.trainer.config import load_config  # noqa: E402
@@ -23,6 +24,7 @@ from agentgym_eppo.trainer.run import run_training  # noqa: E402
 from agentgym_eppo.trainer.training.batching import micro_batches, token_logprobs  # noqa: E402
 from agentgym_eppo.trainer.training.models import build_tiny_model, build_tokenizer  # noqa: E402
 from agentgym_eppo.trainer.training.sft import (  # noqa: E402
+    HELD_OUT_AVERAGES,
     EarlyStop,
     ExpertEpisode,
     expert_transcript,
@@ -364,6 +366,7 @@ def test_sft_early_stop_pools_the_tasks_as_asked(tokenizer):
     assert 0 < kept["tokens"] < kept["tasks"] < 10
     with pytest.raises(ValueError, match="average must be one of"):
         EarlyStop(held, every=1, average="episodes")
+    assert tuple(HELD_OUT_AVERAGES) == HELD_OUT_AVERAGE_CHOICES  # what the config accepts
     with pytest.raises(ValueError, match="task of every transcript"):
         EarlyStop(held, every=1, task_ids=["os"])
 

@@ -15,6 +15,7 @@ ADVANTAGE = "grpo"  # A.2: the main experiments are GRPO-based (RLOO in appendix
 TASK_ADV_NORM = True  # AgentRL's task advantage normalization, paper eq. 4
 TASK_NORM_OVER = "all"  # eq. 4's statistics over every episode of the task, as the paper
 TASK_NORM_OVER_CHOICES = ("all", "mixed_groups")  # advantages.normalize_by_task
+HELD_OUT_AVERAGE_CHOICES = ("tokens", "tasks")  # training.sft.HELD_OUT_AVERAGES
 GRPO_EPS = 1e-6  # eq. 2's epsilon (verl's GRPO uses the same)
 TASK_NORM_EPS = 1e-6  # eq. 4's epsilon (AgentRL)
 DUAL_CLIP_C = 3.0  # A.2: dual clip c = 3 (verl's clip_ratio_c)

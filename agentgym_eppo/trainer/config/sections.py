@@ -17,7 +17,6 @@ from agentgym_eppo.trainer.algorithms import defaults as d
 from agentgym_eppo.trainer.algorithms.advantages import ADVANTAGE_ESTIMATORS
 from agentgym_eppo.trainer.config_fields import help_field as _help
 from agentgym_eppo.trainer.rollout.chat import PROMPT_STYLES
-from agentgym_eppo.trainer.training.sft import HELD_OUT_AVERAGES
 from agentgym_eppo.vector.workers import BACKENDS
 
 EVAL_STAGES = ("base", "after_sft", "after_rl")
@@ -122,8 +121,8 @@ class SFTConfig:
     )
     held_out_average: str = _help(
         "How the held-out tasks' losses pool into the one the early stop minimises: "
-        "'tokens', one token mean over all (long ALFWorld and WebShop episodes then outweigh "
-        "OS, DB and KG), or 'tasks', the mean of each task's token mean. Default: ours ('tokens', "
+        "'tokens', one token mean over all (the tasks of long episodes then outweigh the "
+        "others), or 'tasks', the mean of each task's token mean. Default: ours ('tokens', "
         "the pooling of the earlier runs).",
         "tokens",
     )
@@ -149,9 +148,9 @@ class SFTConfig:
             )
         if self.save_every < 0:
             raise ValueError("sft.save_every must be >= 0 (0 = off)")
-        if self.held_out_average not in HELD_OUT_AVERAGES:
+        if self.held_out_average not in d.HELD_OUT_AVERAGE_CHOICES:
             raise ValueError(
-                f"sft.held_out_average must be one of {sorted(HELD_OUT_AVERAGES)}, "
+                f"sft.held_out_average must be one of {', '.join(d.HELD_OUT_AVERAGE_CHOICES)}, "
                 f"not {self.held_out_average!r}"
             )
 
